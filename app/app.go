@@ -1,0 +1,215 @@
+// Package app is hookledger's composition root: it reads the configuration
+// once, builds the logger, the pgx pool and its *sql.DB view, the ent and
+// River clients and the gin engine, and wires every module explicitly.
+package app
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/riverqueue/river"
+	"go.uber.org/zap"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/ent"
+	"github.com/hookledger/hookledger/modules/ledger"
+	"github.com/hookledger/hookledger/modules/metrics"
+	"github.com/hookledger/hookledger/modules/provider"
+	"github.com/hookledger/hookledger/modules/receiver"
+	"github.com/hookledger/hookledger/modules/subscription"
+)
+
+// Shutdown budget: in-flight requests first, then the workers' soft stop.
+const (
+	httpShutdownTimeout = 20 * time.Second
+	softStopTimeout     = 20 * time.Second
+)
+
+// App is one hookledger process.
+type App struct {
+	cfg      *config.Config
+	role     config.Role
+	log      *zap.Logger
+	pool     *pgxpool.Pool
+	listener *pgxpool.Pool
+	db       *sql.DB
+	ent      *ent.Client
+	river    *river.Client[*sql.Tx]
+	metrics  *metrics.Set
+	registry *ledger.Registry
+	engine   *gin.Engine
+}
+
+// New connects to the database and builds everything role needs. Close
+// releases it.
+func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.Role) (*App, error) {
+	if err := cfg.RequireDatabase(); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, role: role, log: log, metrics: metrics.New(), registry: ledger.NewRegistry()}
+	if err := a.openDatabase(ctx); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.registerModules()
+
+	workers := 0
+	if role.WorksJobs() {
+		workers = cfg.Workers
+	}
+	var err error
+	a.river, err = ledger.NewRiver(a.db, a.listener, ledger.RiverOptions{
+		Workers:  workers,
+		Registry: a.registry,
+		Logger:   log,
+		Metrics:  a.metrics,
+	})
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	if err := a.buildHTTP(); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// registerModules is where every feature module is wired in: one line each.
+func (a *App) registerModules() {
+	subscription.Register(a.registry, subscription.Config{Metrics: a.metrics})
+}
+
+func (a *App) openDatabase(ctx context.Context) error {
+	pcfg, err := pgxpool.ParseConfig(a.cfg.DatabaseURL.Reveal())
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pcfg.MaxConns = int32(a.cfg.DBMaxConns)
+	pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("database pool: %w", err)
+	}
+	if err := a.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("database %s: %w", config.RedactURL(a.cfg.DatabaseURL.Reveal()), err)
+	}
+	a.db = stdlib.OpenDBFromPool(a.pool)
+	a.ent = ent.NewClient(ent.Driver(entsql.OpenDB(dialect.Postgres, a.db)))
+	if a.role.WorksJobs() {
+		lcfg := pcfg.Copy()
+		lcfg.MaxConns = 1
+		if a.listener, err = pgxpool.NewWithConfig(ctx, lcfg); err != nil {
+			return fmt.Errorf("listener pool: %w", err)
+		}
+	}
+	return nil
+}
+
+func (a *App) sources() ([]receiver.Source, error) {
+	var out []receiver.Source
+	for _, s := range a.cfg.Sources {
+		p, ok := provider.Lookup(s.Provider)
+		if !ok {
+			return nil, fmt.Errorf("source %s: unknown provider %q (known: %v)", s.Name, s.Provider, provider.Names())
+		}
+		secrets := make([][]byte, len(s.Secrets))
+		for i, sec := range s.Secrets {
+			secrets[i] = []byte(sec.Reveal())
+		}
+		out = append(out, receiver.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, Secrets: secrets, Tolerance: s.Tolerance})
+	}
+	return out, nil
+}
+
+// Handler is the process's HTTP handler.
+func (a *App) Handler() http.Handler { return a.engine }
+
+// Run serves on HTTP_ADDR until ctx ends, then shuts down gracefully.
+func (a *App) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", a.cfg.HTTPAddr, err)
+	}
+	return a.Serve(ctx, ln)
+}
+
+// Serve works jobs (roles all and worker) and serves HTTP on ln until ctx
+// ends. Shutdown stops accepting, finishes in-flight requests, soft-stops
+// the workers (cancelling what is still running after the budget) and
+// returns; Close then releases the pools.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	if a.role.WorksJobs() {
+		if err := a.river.Start(context.WithoutCancel(ctx)); err != nil {
+			ln.Close()
+			return fmt.Errorf("start workers: %w", err)
+		}
+	}
+	srv := &http.Server{
+		Handler:           a.engine,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(a.log.Named("http")),
+	}
+	a.log.Info("serving", zap.String("addr", ln.Addr().String()), zap.String("role", string(a.role)))
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	a.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		a.log.Warn("http shutdown", zap.Error(err))
+	}
+	if a.role.WorksJobs() {
+		a.stopWorkers()
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+func (a *App) stopWorkers() {
+	sctx, cancel := context.WithTimeout(context.Background(), softStopTimeout)
+	defer cancel()
+	if err := a.river.Stop(sctx); err != nil {
+		a.log.Warn("workers did not stop in time; cancelling running jobs", zap.Error(err))
+		hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer hcancel()
+		if err := a.river.StopAndCancel(hctx); err != nil {
+			a.log.Warn("workers stop", zap.Error(err))
+		}
+	}
+}
+
+// Close releases the database pools.
+func (a *App) Close() {
+	if a.db != nil {
+		a.db.Close()
+	}
+	if a.listener != nil {
+		a.listener.Close()
+	}
+	if a.pool != nil {
+		a.pool.Close()
+	}
+}

@@ -1,0 +1,72 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/hookledger/hookledger/migrations"
+	"github.com/hookledger/hookledger/modules/ledger"
+	"github.com/hookledger/hookledger/modules/receiver"
+	"github.com/hookledger/hookledger/modules/web"
+)
+
+// buildHTTP lists every route the process serves.
+func (a *App) buildHTTP() error {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.ContextWithFallback = true
+	e.Use(web.Middleware(a.log.Named("http")), recovery(a.log))
+	e.NoRoute(func(c *gin.Context) { c.JSON(http.StatusNotFound, gin.H{"error": "not found"}) })
+	e.NoMethod(func(c *gin.Context) { c.JSON(http.StatusMethodNotAllowed, gin.H{"error": "method not allowed"}) })
+
+	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/readyz", a.readyz)
+	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{})))
+
+	if a.role.TakesWebhooks() {
+		sources, err := a.sources()
+		if err != nil {
+			return err
+		}
+		receiver.Routes(e, receiver.Config{
+			Sources:      sources,
+			Claimer:      &ledger.Claimer{DB: a.db, River: a.river, LogOnly: a.cfg.ClaimMode == "log-only"},
+			MaxBodyBytes: a.cfg.MaxBodyBytes,
+			ClaimTimeout: a.cfg.ClaimTimeout,
+			ReplayToken:  a.cfg.ReplayToken.Reveal(),
+			Metrics:      a.metrics,
+		})
+	}
+	a.engine = e
+	return nil
+}
+
+// readyz answers 200 when the database answers and its migrations are
+// current.
+func (a *App) readyz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+	defer cancel()
+	st, err := migrations.Check(ctx, a.db)
+	switch {
+	case err != nil:
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "error": "database unreachable"})
+	case !st.Current():
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "error": "migrations not current", "version": st.Version, "latest": st.Latest, "dirty": st.Dirty})
+	default:
+		c.JSON(http.StatusOK, gin.H{"status": "ready", "version": st.Version})
+	}
+}
+
+// recovery turns a panic into a 500 and logs it once.
+func recovery(log *zap.Logger) gin.HandlerFunc {
+	return gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, err any) {
+		web.Logger(c).Error("panic serving request", zap.Any("panic", err), zap.Stack("stack"))
+		c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"error": "internal error"})
+	})
+}

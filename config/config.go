@@ -1,0 +1,285 @@
+// Package config loads hookledger's configuration from the environment,
+// validates it once at start-up and prints it with every secret redacted.
+// Nothing else in hookledger reads the environment.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults that PRODUCT users rely on.
+const (
+	DefaultHTTPAddr     = ":8080"
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultClaimTimeout = 2 * time.Second
+	DefaultRetention    = 2160 * time.Hour
+	DefaultWorkers      = 16
+	DefaultDBMaxConns   = 48
+	// MinRetention is Stripe's replay window: a pruned id younger than this
+	// could be delivered or replayed again and claimed a second time.
+	MinRetention = 720 * time.Hour
+)
+
+// ClaimMode says what a verified duplicate does.
+type ClaimMode string
+
+// Claim modes.
+const (
+	ClaimEnforce ClaimMode = "enforce"
+	ClaimLogOnly ClaimMode = "log-only"
+)
+
+// Role is the part of hookledger a serve process runs.
+type Role string
+
+// Serve roles.
+const (
+	RoleAll    Role = "all"
+	RoleHTTP   Role = "http"
+	RoleWorker Role = "worker"
+)
+
+// TakesWebhooks reports whether the role answers POST /webhooks/*.
+func (r Role) TakesWebhooks() bool { return r == RoleAll || r == RoleHTTP }
+
+// WorksJobs reports whether the role runs River workers.
+func (r Role) WorksJobs() bool { return r == RoleAll || r == RoleWorker }
+
+// Secret is a string that never prints.
+type Secret string
+
+// String redacts the secret.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// GoString redacts the secret in %#v.
+func (s Secret) GoString() string { return s.String() }
+
+// MarshalText redacts the secret in JSON and YAML output.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Reveal returns the secret's value; call it only where the value is used.
+func (s Secret) Reveal() string { return string(s) }
+
+// Source is one webhook endpoint, POST /webhooks/<Name>.
+type Source struct {
+	Name      string        `json:"name"`
+	Provider  string        `json:"provider"`
+	Namespace string        `json:"namespace"`
+	Secrets   []Secret      `json:"secrets"`
+	Tolerance time.Duration `json:"tolerance"`
+}
+
+// Config is hookledger's whole configuration.
+type Config struct {
+	DatabaseURL  Secret        `json:"database_url"`
+	HTTPAddr     string        `json:"http_addr"`
+	LogLevel     string        `json:"log_level"`
+	LogFormat    string        `json:"log_format"`
+	MaxBodyBytes int64         `json:"max_body_bytes"`
+	ClaimTimeout time.Duration `json:"claim_timeout"`
+	ClaimMode    ClaimMode     `json:"claim_mode"`
+	ReplayToken  Secret        `json:"replay_token"`
+	AdminToken   Secret        `json:"admin_token"`
+	Retention    time.Duration `json:"retention"`
+	Workers      int           `json:"workers"`
+	DBMaxConns   int           `json:"db_max_conns"`
+	Sources      []Source      `json:"sources"`
+
+	StripeAPIKey  Secret `json:"stripe_api_key"`
+	StripeAPIBase string `json:"stripe_api_base"`
+	GitHubToken   Secret `json:"github_token"`
+	GitHubAPIBase string `json:"github_api_base"`
+	PaddleAPIKey  Secret `json:"paddle_api_key"`
+	PaddleAPIBase string `json:"paddle_api_base"`
+}
+
+// providerEnv maps each provider to the variable holding its secrets.
+var providerEnv = []struct{ provider, env string }{
+	{"stripe", "STRIPE_WEBHOOK_SECRET"},
+	{"github", "GITHUB_WEBHOOK_SECRET"},
+	{"shopify", "SHOPIFY_WEBHOOK_SECRET"},
+	{"paddle", "PADDLE_WEBHOOK_SECRET"},
+	{"slack", "SLACK_SIGNING_SECRET"},
+	{"standard", "STANDARD_WEBHOOK_SECRET"},
+}
+
+// Load reads the configuration from the process environment.
+func Load() (*Config, error) { return FromEnv(os.Getenv) }
+
+// FromEnv reads the configuration through getenv and validates it. Every
+// problem is reported, not only the first.
+func FromEnv(getenv func(string) string) (*Config, error) {
+	c := &Config{
+		DatabaseURL:   Secret(getenv("DATABASE_URL")),
+		HTTPAddr:      or(getenv("HTTP_ADDR"), DefaultHTTPAddr),
+		LogLevel:      or(getenv("LOG_LEVEL"), "info"),
+		LogFormat:     or(getenv("LOG_FORMAT"), "json"),
+		ClaimMode:     ClaimMode(or(getenv("CLAIM_MODE"), string(ClaimEnforce))),
+		ReplayToken:   Secret(getenv("REPLAY_TOKEN")),
+		AdminToken:    Secret(getenv("ADMIN_TOKEN")),
+		StripeAPIKey:  Secret(getenv("STRIPE_API_KEY")),
+		StripeAPIBase: strings.TrimRight(or(getenv("STRIPE_API_BASE"), "https://api.stripe.com"), "/"),
+		GitHubToken:   Secret(getenv("GITHUB_TOKEN")),
+		GitHubAPIBase: strings.TrimRight(or(getenv("GITHUB_API_BASE"), "https://api.github.com"), "/"),
+		PaddleAPIKey:  Secret(getenv("PADDLE_API_KEY")),
+		PaddleAPIBase: strings.TrimRight(or(getenv("PADDLE_API_BASE"), "https://api.paddle.com"), "/"),
+	}
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	c.MaxBodyBytes = DefaultMaxBodyBytes
+	if v := getenv("MAX_BODY_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			fail("MAX_BODY_BYTES=%q: want a positive number of bytes", v)
+		}
+		c.MaxBodyBytes = n
+	}
+	c.Workers = intVar(getenv, "WORKERS", DefaultWorkers, fail)
+	c.DBMaxConns = intVar(getenv, "DB_MAX_CONNS", DefaultDBMaxConns, fail)
+	c.ClaimTimeout = durationVar(getenv, "CLAIM_TIMEOUT", DefaultClaimTimeout, fail)
+	if c.ClaimTimeout <= 0 {
+		fail("CLAIM_TIMEOUT=%s: want a positive duration such as 2s", c.ClaimTimeout)
+	}
+	c.Retention = durationVar(getenv, "RETENTION", DefaultRetention, fail)
+	if c.Retention < MinRetention {
+		fail("RETENTION=%s is below %s, Stripe's replay window: a pruned event id could be delivered again and applied twice", c.Retention, MinRetention)
+	}
+	switch c.ClaimMode {
+	case ClaimEnforce, ClaimLogOnly:
+	default:
+		fail("CLAIM_MODE=%q: want enforce or log-only", c.ClaimMode)
+	}
+	switch c.LogFormat {
+	case "json", "console":
+	default:
+		fail("LOG_FORMAT=%q: want json or console", c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		fail("LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel)
+	}
+	for _, pe := range providerEnv {
+		secrets := splitSecrets(getenv(pe.env))
+		if len(secrets) == 0 {
+			continue // an empty secret disables the source; it never accepts everything
+		}
+		c.Sources = append(c.Sources, Source{
+			Name:      pe.provider,
+			Provider:  pe.provider,
+			Namespace: pe.provider,
+			Secrets:   secrets,
+			Tolerance: -1, // the provider's own default
+		})
+	}
+	return c, errors.Join(errs...)
+}
+
+// Source returns the configured source called name.
+func (c *Config) Source(name string) (Source, bool) {
+	for _, s := range c.Sources {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Source{}, false
+}
+
+// RequireDatabase reports a clear error when DATABASE_URL is missing.
+func (c *Config) RequireDatabase() error {
+	if c.DatabaseURL == "" {
+		return errors.New("DATABASE_URL is not set: point it at PostgreSQL, e.g. postgres://postgres@127.0.0.1:5432/hookledger?sslmode=disable")
+	}
+	return nil
+}
+
+func splitSecrets(v string) []Secret {
+	var out []Secret
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, Secret(s))
+		}
+	}
+	return out
+}
+
+// ParseDuration takes a Go duration or plain seconds ("10s", "300").
+func ParseDuration(v string) (time.Duration, error) {
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		return time.Duration(n * float64(time.Second)), nil
+	}
+	return time.ParseDuration(v)
+}
+
+func durationVar(getenv func(string) string, name string, def time.Duration, fail func(string, ...any)) time.Duration {
+	v := getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := ParseDuration(v)
+	if err != nil {
+		fail("%s=%q: want a duration such as 2s or 720h", name, v)
+		return def
+	}
+	return d
+}
+
+func intVar(getenv func(string) string, name string, def int, fail func(string, ...any)) int {
+	v := getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		fail("%s=%q: want a positive whole number", name, v)
+		return def
+	}
+	return n
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// DevSecret is the Stripe secret `task dev` uses when none is set.
+const DevSecret = "whsec_hookledger_dev"
+
+// LoadDev reads the configuration for local development: the environment
+// first, then development defaults (console logs, the dev Stripe secret).
+func LoadDev() (*Config, error) {
+	dev := map[string]string{"LOG_FORMAT": "console"}
+	c, err := FromEnv(func(k string) string {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+		return dev[k]
+	})
+	if err == nil && len(c.Sources) == 0 {
+		c.Sources = []Source{{Name: "stripe", Provider: "stripe", Namespace: "stripe", Secrets: []Secret{DevSecret}, Tolerance: -1}}
+	}
+	return c, err
+}
+
+// RedactURL hides the password of a database URL.
+func RedactURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "<unparseable database url>"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,76 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Event is a claimed ledger row as a handler sees it.
+type Event struct {
+	Namespace  string
+	EventID    string
+	Provider   string
+	Source     string
+	Type       string
+	Payload    json.RawMessage
+	OccurredAt time.Time
+	Replayed   bool
+	// Forced is true when a settled event is applied again on purpose
+	// (requeue --force, or a duplicate under CLAIM_MODE=log-only).
+	Forced bool
+}
+
+// HandlerFunc applies one event to business state inside the apply
+// transaction. Returning an error rolls the whole apply back; wrap it with
+// Permanent when retrying cannot help.
+type HandlerFunc func(ctx context.Context, tx *Tx, ev *Event) error
+
+// Registry maps (provider, event type) to the handlers that apply it.
+// Register every handler before the workers start; it is read-only after.
+type Registry struct {
+	exact    map[string][]HandlerFunc
+	families []family
+}
+
+type family struct {
+	provider, prefix string
+	fn               HandlerFunc
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{exact: map[string][]HandlerFunc{}}
+}
+
+// Handle registers fn for provider's events of type pattern. A pattern
+// ending in ".*" matches a family ("customer.subscription.*"); "*" alone
+// matches every type of the provider. Several handlers of one type run in
+// registration order, in one transaction.
+func (r *Registry) Handle(provider, pattern string, fn HandlerFunc) {
+	switch {
+	case pattern == "*":
+		r.families = append(r.families, family{provider, "", fn})
+	case strings.HasSuffix(pattern, ".*"):
+		r.families = append(r.families, family{provider, strings.TrimSuffix(pattern, "*"), fn})
+	case strings.Contains(pattern, "*"):
+		panic(fmt.Sprintf("ledger: pattern %q: a wildcard only stands at the end, after a dot", pattern))
+	default:
+		k := provider + "\x00" + pattern
+		r.exact[k] = append(r.exact[k], fn)
+	}
+}
+
+// Handlers returns the handlers of provider's eventType: exact matches
+// first, then families, in registration order.
+func (r *Registry) Handlers(provider, eventType string) []HandlerFunc {
+	hs := append([]HandlerFunc(nil), r.exact[provider+"\x00"+eventType]...)
+	for _, f := range r.families {
+		if f.provider == provider && strings.HasPrefix(eventType, f.prefix) {
+			hs = append(hs, f.fn)
+		}
+	}
+	return hs
+}

@@ -1,0 +1,94 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/rivertype"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/hookledger/hookledger/modules/metrics"
+)
+
+// RiverOptions shapes the one River client of a process.
+type RiverOptions struct {
+	// Workers is the apply concurrency; 0 makes an insert-only client that
+	// works no jobs (serve --role=http, the CLI).
+	Workers      int
+	Registry     *Registry
+	Logger       *zap.Logger
+	Metrics      *metrics.Set
+	AddWorkers   func(*river.Workers)
+	PeriodicJobs []*river.PeriodicJob
+}
+
+// NewRiver builds River on db, the *sql.DB view of the process's pgx pool,
+// so that jobs insert and complete inside ent's transactions. listener is a
+// pool of its own for LISTEN (MaxConns 1); nil polls instead.
+func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client[*sql.Tx], error) {
+	driver := riverdatabasesql.New(db)
+	if listener != nil {
+		driver = riverdatabasesql.NewWithPgxListener(db, listener)
+	}
+	cfg := &river.Config{
+		Logger:               SlogLogger(o.Logger.Named("river")),
+		JobTimeout:           ApplyTimeout,
+		RescueStuckJobsAfter: RescueStuckJobsAfter,
+		MaxAttempts:          ApplyMaxAttempts,
+		PollOnly:             listener == nil,
+	}
+	if o.Workers > 0 {
+		workers := river.NewWorkers()
+		river.AddWorker(workers, &ApplyWorker{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics})
+		if o.AddWorkers != nil {
+			o.AddWorkers(workers)
+		}
+		cfg.Workers = workers
+		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}}
+		cfg.ErrorHandler = &errorHandler{db: db, logger: o.Logger.Named("river")}
+		cfg.PeriodicJobs = o.PeriodicJobs
+	}
+	client, err := river.NewClient(driver, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	return client, nil
+}
+
+// SlogLogger bridges a zap logger to slog for River and riverui.
+func SlogLogger(l *zap.Logger) *slog.Logger {
+	return slog.New(zapslog.NewHandler(l.Core()))
+}
+
+// errorHandler is the edge where job failures River sees are logged. Apply
+// errors were already recorded by the worker; a panic is recorded here.
+type errorHandler struct {
+	db     *sql.DB
+	logger *zap.Logger
+}
+
+func (h *errorHandler) HandleError(context.Context, *rivertype.JobRow, error) *river.ErrorHandlerResult {
+	return nil
+}
+
+func (h *errorHandler) HandlePanic(ctx context.Context, job *rivertype.JobRow, panicVal any, trace string) *river.ErrorHandlerResult {
+	h.logger.Error("job panicked", zap.Int64("job_id", job.ID), zap.String("kind", job.Kind), zap.Any("panic", panicVal), zap.String("trace", trace))
+	if job.Kind != (ApplyArgs{}).Kind() {
+		return nil
+	}
+	var args ApplyArgs
+	if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
+		return nil
+	}
+	if err := RecordFailure(ctx, h.db, args, fmt.Sprintf("panic: %v", panicVal)); err != nil {
+		h.logger.Error("record panic", zap.Error(err))
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+// Package metrics holds hookledger's Prometheus collectors. app builds one
+// Set and hands it to whatever counts something; /metrics serves its
+// registry.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Delivery outcomes, the values of hookledger_deliveries_total{outcome}.
+const (
+	OutcomeClaimed          = "claimed"
+	OutcomeDuplicate        = "duplicate"
+	OutcomeInvalidSignature = "invalid_signature"
+	OutcomeBadRequest       = "bad_request"
+	OutcomeTooLarge         = "too_large"
+	OutcomeUnavailable      = "unavailable"
+	OutcomeError            = "error"
+	OutcomeNotFound         = "not_found"
+)
+
+// Set is every collector hookledger exports.
+type Set struct {
+	Registry *prometheus.Registry
+
+	Deliveries   *prometheus.CounterVec
+	ClaimSeconds *prometheus.HistogramVec
+	Applies      *prometheus.CounterVec
+	ApplySeconds *prometheus.HistogramVec
+	StaleSkipped *prometheus.CounterVec
+	VersionTies  *prometheus.CounterVec
+	WouldSkip    *prometheus.CounterVec
+}
+
+// New registers a fresh Set, with Go runtime and process collectors.
+func New() *Set {
+	s := &Set{
+		Registry: prometheus.NewRegistry(),
+		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookledger_deliveries_total",
+			Help: "Webhook deliveries by configured source and outcome.",
+		}, []string{"source", "outcome"}),
+		ClaimSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hookledger_claim_duration_seconds",
+			Help:    "Time to commit a claim and its apply job.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"source"}),
+		Applies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookledger_applies_total",
+			Help: "Apply attempts by provider, event type and outcome (settled, failed, skipped).",
+		}, []string{"provider", "event_type", "outcome"}),
+		ApplySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hookledger_apply_duration_seconds",
+			Help:    "Time of one apply transaction.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"provider"}),
+		StaleSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookledger_stale_skipped_total",
+			Help: "Events whose state was older than the stored version and left it untouched.",
+		}, []string{"table"}),
+		VersionTies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookledger_version_ties_total",
+			Help: "Events that carried the stored version exactly, by how the tie was resolved (applied, kept).",
+		}, []string{"table", "resolution"}),
+		WouldSkip: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookledger_log_only_would_skip_total",
+			Help: "Duplicates applied again because CLAIM_MODE=log-only.",
+		}, []string{"source"}),
+	}
+	s.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		s.Deliveries, s.ClaimSeconds, s.Applies, s.ApplySeconds, s.StaleSkipped, s.VersionTies, s.WouldSkip,
+	)
+	return s
+}

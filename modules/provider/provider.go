@@ -1,0 +1,146 @@
+// Package provider verifies and identifies webhook deliveries. Each provider
+// is one file that fills a Provider: how its signature is checked, where its
+// event id, type and occurrence time live, its default timestamp tolerance
+// and the headers worth recording. Verification never touches a database.
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ErrSignature is wrapped by every verification failure.
+var ErrSignature = errors.New("invalid signature")
+
+// ErrPayload is wrapped by every failure to read the event out of a
+// verified body.
+var ErrPayload = errors.New("bad payload")
+
+// Verification says how a delivery was verified.
+type Verification struct {
+	// SecretIndex is the position of the configured secret that matched.
+	SecretIndex int
+	// SignedAt is the signed timestamp; zero when the provider signs none.
+	SignedAt time.Time
+}
+
+// Event is what a verified body says about itself.
+type Event struct {
+	ID   string
+	Type string
+	// OccurredAt is when the provider says the event happened; may be zero.
+	OccurredAt time.Time
+	// Ignore marks a delivery that is answered but never stored (a Slack
+	// url_verification); Reply is then the response body.
+	Ignore bool
+	Reply  any
+}
+
+// Provider is one webhook sender's conventions.
+type Provider struct {
+	Name string
+	// DefaultTolerance is the provider SDK's timestamp tolerance; zero when
+	// the provider signs no timestamp.
+	DefaultTolerance time.Duration
+	// SignatureHeaders are never stored.
+	SignatureHeaders []string
+	// Headers are recorded on the ledger row when present.
+	Headers []string
+	// VerifyFunc checks the signature against each secret, in order.
+	VerifyFunc func(h http.Header, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) (Verification, error)
+	// ParseFunc reads the event id and type out of a verified delivery.
+	ParseFunc func(h http.Header, body []byte) (Event, error)
+}
+
+// All lists every provider hookledger knows, by name.
+var all = map[string]*Provider{
+	Stripe.Name: Stripe,
+}
+
+// Lookup returns the provider called name.
+func Lookup(name string) (*Provider, bool) {
+	p, ok := all[name]
+	return p, ok
+}
+
+// Names lists the known provider names, sorted.
+func Names() []string {
+	names := make([]string, 0, len(all))
+	for n := range all {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Verify checks a delivery. tolerance < 0 means the provider's default;
+// 0 turns the timestamp check off.
+func (p *Provider) Verify(h http.Header, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) (Verification, error) {
+	if len(secrets) == 0 {
+		return Verification{}, fmt.Errorf("%w: no secret configured", ErrSignature)
+	}
+	if tolerance < 0 {
+		tolerance = p.DefaultTolerance
+	}
+	return p.VerifyFunc(h, body, secrets, now, tolerance)
+}
+
+// Parse reads the event out of a verified body.
+func (p *Provider) Parse(h http.Header, body []byte) (Event, error) {
+	ev, err := p.ParseFunc(h, body)
+	if err != nil {
+		return Event{}, err
+	}
+	if err := checkJSONB(body); err != nil {
+		return Event{}, err
+	}
+	return ev, nil
+}
+
+// RecordedHeaders picks the provider headers worth keeping, signatures
+// left out.
+func (p *Provider) RecordedHeaders(h http.Header) map[string]string {
+	out := map[string]string{}
+	for _, name := range p.Headers {
+		if v := h.Get(name); v != "" {
+			out[http.CanonicalHeaderKey(name)] = v
+		}
+	}
+	for _, name := range p.SignatureHeaders {
+		delete(out, http.CanonicalHeaderKey(name))
+	}
+	return out
+}
+
+func signatureError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrSignature, fmt.Sprintf(format, args...))
+}
+
+func payloadError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrPayload, fmt.Sprintf(format, args...))
+}
+
+// checkJSONB rejects what PostgreSQL's jsonb refuses though JSON allows it:
+// the escaped NUL character.
+func checkJSONB(body []byte) error {
+	s := string(body)
+	for i := strings.Index(s, `\u0000`); i >= 0; {
+		backslashes := 0
+		for j := i - 1; j >= 0 && s[j] == '\\'; j-- {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			return payloadError(`the body contains \u0000, which PostgreSQL jsonb cannot store`)
+		}
+		next := strings.Index(s[i+1:], `\u0000`)
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+// Package receiver serves POST /webhooks/<source>: it reads the body within
+// the limit, verifies the signature before any database access, reads the
+// event's id and type, and claims the event; the 2xx goes out only after
+// the claim and its apply job are committed.
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+
+	"github.com/hookledger/hookledger/modules/ledger"
+	"github.com/hookledger/hookledger/modules/metrics"
+	"github.com/hookledger/hookledger/modules/provider"
+	"github.com/hookledger/hookledger/modules/web"
+)
+
+// ReplayTokenHeader lets a replay skip signature verification.
+const ReplayTokenHeader = "X-Replay-Token"
+
+// Source is a configured endpoint with its provider resolved.
+type Source struct {
+	Name      string
+	Namespace string
+	Provider  *provider.Provider
+	Secrets   [][]byte
+	// Tolerance < 0 means the provider's default; 0 turns the check off.
+	Tolerance time.Duration
+}
+
+// Claimer claims a verified event; *ledger.Claimer is the one in use.
+type Claimer interface {
+	Claim(ctx context.Context, in ledger.Claim) (bool, error)
+}
+
+// Config holds the receiver's dependencies.
+type Config struct {
+	Sources      []Source
+	Claimer      Claimer
+	MaxBodyBytes int64
+	ClaimTimeout time.Duration
+	ReplayToken  string
+	Metrics      *metrics.Set
+	// NowFunc is the clock for timestamp checks; time.Now when nil.
+	NowFunc func() time.Time
+}
+
+// Routes mounts the webhook endpoint.
+func Routes(r gin.IRouter, cfg Config) {
+	h := &handler{cfg: cfg, sources: map[string]*Source{}}
+	for i := range cfg.Sources {
+		h.sources[cfg.Sources[i].Name] = &cfg.Sources[i]
+	}
+	if h.cfg.NowFunc == nil {
+		h.cfg.NowFunc = time.Now
+	}
+	r.POST("/webhooks/:source", h.receive)
+}
+
+type handler struct {
+	cfg     Config
+	sources map[string]*Source
+}
+
+// Response is the JSON answer to a delivery.
+type Response struct {
+	Status  string `json:"status,omitempty"`
+	EventID string `json:"event_id,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+func (h *handler) receive(c *gin.Context) {
+	log := web.Logger(c)
+	src, ok := h.sources[c.Param("source")]
+	if !ok {
+		h.answer(c, "unknown", metrics.OutcomeNotFound, http.StatusNotFound, Response{Error: "unknown webhook source"})
+		return
+	}
+	log = log.With(zap.String("source", src.Name))
+
+	body, err := readBody(c, h.cfg.MaxBodyBytes)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			h.answer(c, src.Name, metrics.OutcomeTooLarge, http.StatusRequestEntityTooLarge,
+				Response{Error: "body exceeds " + strconv.FormatInt(h.cfg.MaxBodyBytes, 10) + " bytes"})
+			return
+		}
+		h.answer(c, src.Name, metrics.OutcomeBadRequest, http.StatusBadRequest, Response{Error: "could not read body"})
+		return
+	}
+
+	now := h.cfg.NowFunc()
+	claim := ledger.Claim{
+		Namespace: src.Namespace,
+		Provider:  src.Provider.Name,
+		Source:    src.Name,
+		Payload:   body,
+		Headers:   src.Provider.RecordedHeaders(c.Request.Header),
+	}
+	if h.replayed(c) {
+		claim.Replayed = true
+	} else {
+		v, err := src.Provider.Verify(c.Request.Header, body, src.Secrets, now, src.Tolerance)
+		if err != nil {
+			log.Info("signature rejected", zap.Error(err))
+			h.answer(c, src.Name, metrics.OutcomeInvalidSignature, http.StatusUnauthorized, Response{Error: err.Error()})
+			return
+		}
+		claim.SecretIndex = &v.SecretIndex
+		if !v.SignedAt.IsZero() {
+			skew := now.Sub(v.SignedAt)
+			claim.ClockSkew = &skew
+		}
+	}
+
+	ev, err := src.Provider.Parse(c.Request.Header, body)
+	if err != nil {
+		h.answer(c, src.Name, metrics.OutcomeBadRequest, http.StatusBadRequest, Response{Error: err.Error()})
+		return
+	}
+	if ev.Ignore {
+		c.JSON(http.StatusOK, ev.Reply)
+		return
+	}
+	claim.EventID, claim.Type, claim.OccurredAt = ev.ID, ev.Type, ev.OccurredAt
+	log = log.With(zap.String("event_id", ev.ID), zap.String("event_type", ev.Type))
+
+	ctx, cancel := context.WithTimeout(c.Request.Context(), h.cfg.ClaimTimeout)
+	defer cancel()
+	start := time.Now()
+	claimed, err := h.cfg.Claimer.Claim(ctx, claim)
+	h.cfg.Metrics.ClaimSeconds.WithLabelValues(src.Name).Observe(time.Since(start).Seconds())
+	switch {
+	case err == nil && claimed:
+		log.Debug("event claimed", zap.Bool("replayed", claim.Replayed))
+		h.answer(c, src.Name, metrics.OutcomeClaimed, http.StatusOK, Response{Status: "claimed", EventID: ev.ID})
+	case err == nil:
+		log.Info("duplicate delivery", zap.Bool("replayed", claim.Replayed))
+		h.answer(c, src.Name, metrics.OutcomeDuplicate, http.StatusOK, Response{Status: "duplicate", EventID: ev.ID})
+	case ledger.IsBadData(err):
+		log.Info("payload refused by the database", zap.Error(err))
+		h.answer(c, src.Name, metrics.OutcomeBadRequest, http.StatusBadRequest, Response{Error: "payload cannot be stored as jsonb"})
+	case ledger.IsUnavailable(err) || ctx.Err() != nil:
+		log.Warn("claim unavailable", zap.Error(err))
+		h.answer(c, src.Name, metrics.OutcomeUnavailable, http.StatusServiceUnavailable, Response{Error: "ledger unavailable, retry later"})
+	default:
+		log.Error("claim failed", zap.Error(err))
+		h.answer(c, src.Name, metrics.OutcomeError, http.StatusInternalServerError, Response{Error: "internal error"})
+	}
+}
+
+func (h *handler) answer(c *gin.Context, source, outcome string, status int, r Response) {
+	h.cfg.Metrics.Deliveries.WithLabelValues(source, outcome).Inc()
+	c.JSON(status, r)
+}
+
+// replayed reports whether the request carries the configured replay token.
+// Without a configured token the header is ignored.
+func (h *handler) replayed(c *gin.Context) bool {
+	if h.cfg.ReplayToken == "" {
+		return false
+	}
+	got := c.GetHeader(ReplayTokenHeader)
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(h.cfg.ReplayToken)) == 1
+}
+
+// readBody reads at most limit bytes: a declared Content-Length past the
+// limit is refused unread, and an undeclared body is cut off while reading.
+func readBody(c *gin.Context, limit int64) ([]byte, error) {
+	if c.Request.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	var buf bytes.Buffer
+	if c.Request.ContentLength > 0 {
+		buf.Grow(int(c.Request.ContentLength))
+	}
+	_, err := io.Copy(&buf, http.MaxBytesReader(c.Writer, c.Request.Body, limit))
+	return buf.Bytes(), err
+}

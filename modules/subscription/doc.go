@@ -1,0 +1,18 @@
+// Package subscription keeps the newest known state of each provider
+// subscription.
+//
+// It owns the subscription table (ent/schema/subscription.go) and handles
+// Stripe's customer.subscription.* events. Every write is guarded by the
+// row's version, the provider's own order key (Stripe: the event's created,
+// in Unix seconds), so a stale or reordered event never overwrites newer
+// state, and an updated that arrives before its created still lands.
+//
+// Stripe's created has one-second resolution, and a created and an updated
+// of one subscription often share a second. At an equal version the
+// incoming state wins only when its precedence is strictly higher: first
+// the status's place in the subscription lifecycle (incomplete < trialing <
+// active < past_due < unpaid/paused < canceled/incomplete_expired, so a
+// terminal status always wins), then the event type (created < updated <
+// deleted). A full tie keeps the stored row. Every tie is counted in
+// hookledger_version_ties_total.
+package subscription

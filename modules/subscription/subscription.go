@@ -1,0 +1,213 @@
+package subscription
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	entsql "entgo.io/ent/dialect/sql"
+
+	entsub "github.com/hookledger/hookledger/ent/subscription"
+	"github.com/hookledger/hookledger/modules/ledger"
+	"github.com/hookledger/hookledger/modules/metrics"
+)
+
+// Config holds the module's dependencies.
+type Config struct {
+	Metrics *metrics.Set
+}
+
+// Register adds the module's event handlers.
+func Register(reg *ledger.Registry, cfg Config) {
+	m := &module{cfg: cfg}
+	reg.Handle("stripe", "customer.subscription.*", m.applyStripe)
+}
+
+type module struct{ cfg Config }
+
+// State is one version of a subscription, ready to be written.
+type State struct {
+	Provider   string
+	ExternalID string
+	CustomerID string
+	Plan       string
+	Status     string
+	Version    int64
+	Rank       int
+	EventID    string
+}
+
+// Written reports what Upsert did.
+type Written int
+
+// Upsert results.
+const (
+	Applied Written = iota
+	Stale           // the stored version was newer
+	TieKept         // same version, stored precedence not lower
+	TieApplied      // same version, higher precedence won
+)
+
+// Upsert writes s unless the stored row is newer: an insert, or an update
+// guarded by version (and rank at an equal version), in one statement.
+func Upsert(ctx context.Context, tx *ledger.Tx, s State) (Written, error) {
+	var prev struct {
+		version int64
+		found   bool
+	}
+	row, err := tx.Ent.Subscription.Query().
+		Where(entsub.Provider(s.Provider), entsub.ExternalID(s.ExternalID)).
+		Select(entsub.FieldVersion).
+		Only(ctx)
+	if err == nil {
+		prev.version, prev.found = row.Version, true
+	}
+	_, err = tx.Ent.Subscription.Create().
+		SetProvider(s.Provider).
+		SetExternalID(s.ExternalID).
+		SetCustomerID(s.CustomerID).
+		SetPlan(s.Plan).
+		SetStatus(s.Status).
+		SetVersion(s.Version).
+		SetRank(s.Rank).
+		SetEventID(s.EventID).
+		OnConflict(
+			entsql.ConflictColumns(entsub.FieldProvider, entsub.FieldExternalID),
+			entsql.UpdateWhere(entsql.Or(
+				entsql.LT(entsql.Table(entsub.Table).C(entsub.FieldVersion), entsql.Raw("EXCLUDED."+entsub.FieldVersion)),
+				entsql.And(
+					entsql.EQ(entsql.Table(entsub.Table).C(entsub.FieldVersion), entsql.Raw("EXCLUDED."+entsub.FieldVersion)),
+					entsql.LT(entsql.Table(entsub.Table).C(entsub.FieldRank), entsql.Raw("EXCLUDED."+entsub.FieldRank)),
+				),
+			)),
+		).
+		UpdateNewValues().
+		ID(ctx)
+	tie := prev.found && prev.version == s.Version
+	switch {
+	case err == nil && tie:
+		return TieApplied, nil
+	case err == nil:
+		return Applied, nil
+	case errors.Is(err, sql.ErrNoRows) && tie:
+		return TieKept, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return Stale, nil
+	default:
+		return 0, fmt.Errorf("upsert subscription %s/%s: %w", s.Provider, s.ExternalID, err)
+	}
+}
+
+// stripeEvent is the part of a Stripe customer.subscription.* event used.
+type stripeEvent struct {
+	Created int64 `json:"created"`
+	Data    struct {
+		Object struct {
+			ID       string          `json:"id"`
+			Customer json.RawMessage `json:"customer"`
+			Status   string          `json:"status"`
+			Items    struct {
+				Data []struct {
+					Price struct {
+						ID string `json:"id"`
+					} `json:"price"`
+					Plan struct {
+						ID string `json:"id"`
+					} `json:"plan"`
+				} `json:"data"`
+			} `json:"items"`
+		} `json:"object"`
+	} `json:"data"`
+}
+
+func (m *module) applyStripe(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+	var se stripeEvent
+	if err := json.Unmarshal(ev.Payload, &se); err != nil {
+		return ledger.Permanent(fmt.Errorf("decode subscription event: %w", err))
+	}
+	obj := se.Data.Object
+	if obj.ID == "" || se.Created <= 0 {
+		return ledger.Permanent(errors.New("subscription event without data.object.id or created"))
+	}
+	status := obj.Status
+	if ev.Type == "customer.subscription.deleted" {
+		status = "canceled"
+	}
+	plan := ""
+	if len(obj.Items.Data) > 0 {
+		plan = obj.Items.Data[0].Price.ID
+		if plan == "" {
+			plan = obj.Items.Data[0].Plan.ID
+		}
+	}
+	s := State{
+		Provider:   "stripe",
+		ExternalID: obj.ID,
+		CustomerID: objectID(obj.Customer),
+		Plan:       plan,
+		Status:     status,
+		Version:    se.Created,
+		Rank:       Rank(status, ev.Type),
+		EventID:    ev.EventID,
+	}
+	w, err := Upsert(ctx, tx, s)
+	if err != nil {
+		return err
+	}
+	m.count(w)
+	return nil
+}
+
+func (m *module) count(w Written) {
+	switch w {
+	case Stale:
+		m.cfg.Metrics.StaleSkipped.WithLabelValues(entsub.Table).Inc()
+	case TieKept:
+		m.cfg.Metrics.VersionTies.WithLabelValues(entsub.Table, "kept").Inc()
+	case TieApplied:
+		m.cfg.Metrics.VersionTies.WithLabelValues(entsub.Table, "applied").Inc()
+	}
+}
+
+// statusRank orders statuses along the subscription lifecycle; terminal
+// statuses rank highest.
+var statusRank = map[string]int{
+	"incomplete":         1,
+	"trialing":           2,
+	"active":             3,
+	"past_due":           4,
+	"unpaid":             5,
+	"paused":             5,
+	"canceled":           9,
+	"incomplete_expired": 9,
+}
+
+// Rank is the precedence of a state at an equal version: lifecycle first,
+// then the event type (created < updated < deleted).
+func Rank(status, eventType string) int {
+	typeRank := 0
+	switch {
+	case strings.HasSuffix(eventType, ".updated"):
+		typeRank = 1
+	case strings.HasSuffix(eventType, ".deleted"), strings.HasSuffix(eventType, ".canceled"):
+		typeRank = 2
+	}
+	return statusRank[status]*10 + typeRank
+}
+
+// objectID reads an id that Stripe sends as a string or, expanded, as an
+// object with an id.
+func objectID(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var o struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(raw, &o)
+	return o.ID
+}
