@@ -1,0 +1,167 @@
+package subscription_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hookledger/hookledger/ent"
+	entsub "github.com/hookledger/hookledger/ent/subscription"
+	"github.com/hookledger/hookledger/modules/dbtest"
+	"github.com/hookledger/hookledger/modules/ledger"
+	"github.com/hookledger/hookledger/modules/metrics"
+	"github.com/hookledger/hookledger/modules/subscription"
+)
+
+type fixture struct {
+	db      *dbtest.DB
+	reg     *ledger.Registry
+	claimer *ledger.Claimer
+	metrics *metrics.Set
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	db := dbtest.New(t)
+	m := metrics.New()
+	reg := ledger.NewRegistry()
+	subscription.Register(reg, subscription.Config{Metrics: m})
+	client, err := ledger.NewRiver(db.SQL, nil, ledger.RiverOptions{Registry: reg, Logger: zaptest.NewLogger(t), Metrics: m})
+	require.NoError(t, err)
+	return &fixture{db: db, reg: reg, claimer: &ledger.Claimer{DB: db.SQL, River: client}, metrics: m}
+}
+
+// deliver claims a Stripe event and applies it, as the worker would.
+func (f *fixture) deliver(t *testing.T, body []byte) error {
+	t.Helper()
+	var ev struct{ ID, Type string }
+	require.NoError(t, json.Unmarshal(body, &ev))
+	ctx := context.Background()
+	_, err := f.claimer.Claim(ctx, ledger.Claim{Namespace: "stripe", EventID: ev.ID, Provider: "stripe", Source: "stripe", Type: ev.Type, Payload: body})
+	require.NoError(t, err)
+	return ledger.InTx(ctx, f.db.SQL, func(tx *ledger.Tx) error {
+		_, _, err := ledger.Apply(ctx, tx, f.reg, ledger.ApplyArgs{Namespace: "stripe", EventID: ev.ID})
+		return err
+	})
+}
+
+func (f *fixture) sub(t *testing.T, id string) *ent.Subscription {
+	t.Helper()
+	client := f.db.Ent()
+	s, err := client.Subscription.Query().Where(entsub.Provider("stripe"), entsub.ExternalID(id)).Only(context.Background())
+	require.NoError(t, err)
+	return s
+}
+
+var seq int
+
+func event(typ, sub, status string, created int64) []byte {
+	seq++
+	return []byte(fmt.Sprintf(`{"id":"evt_%d","object":"event","type":%q,"created":%d,"data":{"object":{"id":%q,"customer":"cus_1","status":%q,"items":{"data":[{"price":{"id":"price_basic"}}]}}}}`,
+		seq, typ, created, sub, status))
+}
+
+func TestNewestFirstEndsWithNewest(t *testing.T) {
+	f := setup(t)
+	evs := [][]byte{
+		event("customer.subscription.updated", "sub_1", "active", 300),
+		event("customer.subscription.updated", "sub_1", "past_due", 200),
+		event("customer.subscription.created", "sub_1", "incomplete", 100),
+	}
+	for _, e := range evs {
+		require.NoError(t, f.deliver(t, e))
+	}
+	s := f.sub(t, "sub_1")
+	require.Equal(t, "active", s.Status)
+	require.Equal(t, int64(300), s.Version)
+	require.Equal(t, "cus_1", s.CustomerID)
+	require.Equal(t, "price_basic", s.Plan)
+	require.Equal(t, 2.0, testutil.ToFloat64(f.metrics.StaleSkipped.WithLabelValues("subscription")))
+}
+
+func TestUpdatedBeforeCreated(t *testing.T) {
+	f := setup(t)
+	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_2", "past_due", 200)))
+	s := f.sub(t, "sub_2")
+	require.Equal(t, "past_due", s.Status, "an update that arrives first creates the row")
+	require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_2", "active", 100)))
+	s = f.sub(t, "sub_2")
+	require.Equal(t, "past_due", s.Status)
+	require.Equal(t, int64(200), s.Version)
+}
+
+func TestDeletedCancels(t *testing.T) {
+	f := setup(t)
+	require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_3", "active", 100)))
+	require.NoError(t, f.deliver(t, event("customer.subscription.deleted", "sub_3", "active", 150)))
+	require.Equal(t, "canceled", f.sub(t, "sub_3").Status)
+	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_3", "active", 120)))
+	require.Equal(t, "canceled", f.sub(t, "sub_3").Status, "a stale update never revives a canceled subscription")
+}
+
+// TestEqualVersionRule: created and updated of one subscription in the same
+// second. Whatever the arrival order, the state further along the lifecycle
+// wins, then the later event type; a full tie keeps the stored row.
+func TestEqualVersionRule(t *testing.T) {
+	for _, order := range []string{"created first", "updated first"} {
+		t.Run(order, func(t *testing.T) {
+			f := setup(t)
+			created := event("customer.subscription.created", "sub_t", "active", 500)
+			updated := event("customer.subscription.updated", "sub_t", "past_due", 500)
+			evs := [][]byte{created, updated}
+			if order == "updated first" {
+				evs = [][]byte{updated, created}
+			}
+			for _, e := range evs {
+				require.NoError(t, f.deliver(t, e))
+			}
+			require.Equal(t, "past_due", f.sub(t, "sub_t").Status)
+			require.Equal(t, 1.0, testutil.ToFloat64(f.metrics.VersionTies.WithLabelValues("subscription", map[string]string{
+				"created first": "applied", "updated first": "kept"}[order])))
+		})
+	}
+	t.Run("terminal status wins a tie", func(t *testing.T) {
+		f := setup(t)
+		require.NoError(t, f.deliver(t, event("customer.subscription.deleted", "sub_d", "canceled", 700)))
+		require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_d", "active", 700)))
+		require.Equal(t, "canceled", f.sub(t, "sub_d").Status)
+	})
+	t.Run("full tie keeps the stored state", func(t *testing.T) {
+		f := setup(t)
+		first := event("customer.subscription.updated", "sub_f", "active", 800)
+		require.NoError(t, f.deliver(t, first))
+		require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_f", "active", 800)))
+		var firstID struct{ ID string }
+		require.NoError(t, json.Unmarshal(first, &firstID))
+		require.Equal(t, firstID.ID, f.sub(t, "sub_f").EventID)
+	})
+}
+
+// TestStripeFixturesInAnyOrder applies Stripe's composed created, updated
+// and deleted events (testdata/providers/stripe) newest first.
+func TestStripeFixturesInAnyOrder(t *testing.T) {
+	f := setup(t)
+	for _, name := range []string{"deleted", "updated", "created"} {
+		body, err := os.ReadFile("../../testdata/providers/stripe/customer.subscription." + name + ".json")
+		require.NoError(t, err)
+		require.NoError(t, f.deliver(t, body))
+	}
+	s := f.sub(t, "sub_1Pgc6rB7WZ01zgkWNy0Cn5nw")
+	require.Equal(t, "canceled", s.Status)
+	require.Equal(t, int64(1234568020), s.Version)
+	require.Equal(t, "price_1PgafmB7WZ01zgkW6dKueIc5", s.Plan)
+	require.Equal(t, "cus_QXg1o8vcGmoR32", s.CustomerID)
+}
+
+func TestPoisonPayloadIsPermanent(t *testing.T) {
+	f := setup(t)
+	err := f.deliver(t, []byte(`{"id":"evt_bad","type":"customer.subscription.updated","created":5,"data":{"object":{}}}`))
+	require.Error(t, err)
+	require.True(t, ledger.IsPermanent(err))
+}
