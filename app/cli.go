@@ -28,6 +28,7 @@ Usage:
   hookledger migrate up|down [--all]|status    run the embedded migrations
   hookledger dev                               serve against a local PostgreSQL, for development
   hookledger send [--url URL] [--type T]       send one signed Stripe test event
+  hookledger devdb                             print the URL of the development database
 
 Configuration comes from the environment; see README.md.
 `
@@ -48,6 +49,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdDev(ctx, rest, stdout, stderr)
 	case "send":
 		err = cmdSend(ctx, rest, stdout, stderr)
+	case "devdb":
+		err = cmdDevDB(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK

@@ -28,12 +28,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("configuration:\n%w", err)
 	}
 	if cfg.DatabaseURL == "" {
-		logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
-		admin, err := devdb.Server(ctx, "", logf)
-		if err != nil {
-			return err
-		}
-		url, err := devdb.EnsureDatabase(ctx, admin, "hookledger")
+		url, err := devDatabase(ctx, stderr)
 		if err != nil {
 			return err
 		}
@@ -46,6 +41,35 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		localAddr(cfg.HTTPAddr), config.RedactURL(cfg.DatabaseURL.Reveal()), sourceNames(cfg))
 	fmt.Fprintf(stdout, "send a signed test event:  go tool task send   (or: go run ./app/cmd/hookledger send)\n")
 	return serve(ctx, cfg, config.RoleAll)
+}
+
+// cmdDevDB prints DATABASE_URL, or the URL of the development database on
+// a local or throwaway server.
+func cmdDevDB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if err := parseFlags(newFlags("devdb", stderr), args); err != nil {
+		return err
+	}
+	cfg, err := config.LoadDev()
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	url := cfg.DatabaseURL.Reveal()
+	if url == "" {
+		if url, err = devDatabase(ctx, stderr); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(stdout, url)
+	return nil
+}
+
+func devDatabase(ctx context.Context, stderr io.Writer) (string, error) {
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	admin, err := devdb.Server(ctx, "", logf)
+	if err != nil {
+		return "", err
+	}
+	return devdb.EnsureDatabase(ctx, admin, "hookledger")
 }
 
 // cmdSend posts one signed Stripe event, by default a

@@ -110,59 +110,106 @@ func ping(ctx context.Context, rawURL string) error {
 
 // startThrowaway starts (or reuses) the project-local cluster.
 func startThrowaway(ctx context.Context, logf func(string, ...any)) (string, error) {
-	bin, err := binDir()
-	if err != nil {
-		return "", err
-	}
 	dir, err := dataDir()
 	if err != nil {
 		return "", err
 	}
-	adminURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", Port)
+	c, err := NewCluster(dir, Port)
+	if err != nil {
+		return "", err
+	}
 	unlock, err := lockFile(dir + ".lock")
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	if ping(ctx, adminURL) == nil {
-		return adminURL, nil
+	if ping(ctx, c.URL()) == nil {
+		return c.URL(), nil
 	}
-	asPostgres := os.Geteuid() == 0
-	run := func(name string, args ...string) error {
-		cmdArgs := append([]string{filepath.Join(bin, name)}, args...)
-		if asPostgres {
-			cmdArgs = append([]string{"runuser", "-u", "postgres", "--"}, cmdArgs...)
-		}
-		cmd := exec.CommandContext(ctx, cmdArgs[0], cmdArgs[1:]...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%s: %w\n%s", strings.Join(cmdArgs, " "), err, out)
-		}
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err != nil {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return "", fmt.Errorf("create %s: %w", dir, err)
-		}
-		if asPostgres {
-			if err := chownPostgres(dir); err != nil {
-				return "", err
-			}
-		}
+	if !c.Initialized() {
 		logf("devdb: initialising a throwaway PostgreSQL cluster in %s", dir)
-		if err := run("initdb", "-D", dir, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--no-sync"); err != nil {
-			return "", fmt.Errorf("initdb: %w", err)
+		if err := c.Init(ctx); err != nil {
+			return "", err
 		}
 	}
 	logf("devdb: starting the throwaway PostgreSQL on 127.0.0.1:%d", Port)
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", Port, dir)
-	if err := run("pg_ctl", "-D", dir, "-l", filepath.Join(dir, "server.log"), "-o", opts, "-w", "start"); err != nil {
-		return "", fmt.Errorf("start throwaway PostgreSQL: %w", err)
+	if err := c.Start(ctx); err != nil {
+		return "", err
 	}
-	if err := ping(ctx, adminURL); err != nil {
-		return "", fmt.Errorf("throwaway PostgreSQL started but does not answer: %w", err)
+	return c.URL(), nil
+}
+
+// Cluster is a PostgreSQL cluster of hookledger's own, run from the
+// installed server binaries: the dev fallback, and the database that fault
+// tests stop and start at will.
+type Cluster struct {
+	Dir  string
+	Port int
+	bin  string
+}
+
+// NewCluster describes a cluster with its data in dir, listening on
+// 127.0.0.1:port.
+func NewCluster(dir string, port int) (*Cluster, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
 	}
-	return adminURL, nil
+	return &Cluster{Dir: dir, Port: port, bin: bin}, nil
+}
+
+// URL is the cluster's maintenance database.
+func (c *Cluster) URL() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.Port)
+}
+
+// Initialized reports whether Init has run on Dir.
+func (c *Cluster) Initialized() bool {
+	_, err := os.Stat(filepath.Join(c.Dir, "PG_VERSION"))
+	return err == nil
+}
+
+// Init creates the cluster with trust authentication. As root it runs
+// initdb as the postgres user, which then owns Dir.
+func (c *Cluster) Init(ctx context.Context) error {
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", c.Dir, err)
+	}
+	if os.Geteuid() == 0 {
+		if err := chownPostgres(c.Dir); err != nil {
+			return err
+		}
+	}
+	return c.run(ctx, "initdb", "-D", c.Dir, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--no-sync")
+}
+
+// Start starts the server and waits until it accepts connections.
+func (c *Cluster) Start(ctx context.Context) error {
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", c.Port, c.Dir)
+	if err := c.run(ctx, "pg_ctl", "-D", c.Dir, "-l", filepath.Join(c.Dir, "server.log"), "-o", opts, "-w", "start"); err != nil {
+		return fmt.Errorf("start PostgreSQL in %s: %w", c.Dir, err)
+	}
+	if err := ping(ctx, c.URL()); err != nil {
+		return fmt.Errorf("PostgreSQL in %s started but does not answer: %w", c.Dir, err)
+	}
+	return nil
+}
+
+// Stop stops the server; mode "immediate" is an abrupt stop, as a crash.
+func (c *Cluster) Stop(ctx context.Context, mode string) error {
+	return c.run(ctx, "pg_ctl", "-D", c.Dir, "-m", mode, "-w", "stop")
+}
+
+func (c *Cluster) run(ctx context.Context, name string, args ...string) error {
+	cmdArgs := append([]string{filepath.Join(c.bin, name)}, args...)
+	if os.Geteuid() == 0 {
+		cmdArgs = append([]string{"runuser", "-u", "postgres", "--"}, cmdArgs...)
+	}
+	out, err := exec.CommandContext(ctx, cmdArgs[0], cmdArgs[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w\n%s", strings.Join(cmdArgs, " "), err, out)
+	}
+	return nil
 }
 
 // binDir finds the PostgreSQL server binaries.

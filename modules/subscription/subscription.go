@@ -45,10 +45,10 @@ type Written int
 
 // Upsert results.
 const (
-	Applied Written = iota
-	Stale           // the stored version was newer
-	TieKept         // same version, stored precedence not lower
-	TieApplied      // same version, higher precedence won
+	Applied    Written = iota
+	Stale              // the stored version was newer
+	TieKept            // same version, stored precedence not lower
+	TieApplied         // same version, higher precedence won
 )
 
 // Upsert writes s unless the stored row is newer: an insert, or an update
