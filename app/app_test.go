@@ -27,6 +27,8 @@ const secret = "whsec_e2e_secret"
 type server struct {
 	db   *dbtest.DB
 	base string
+	// stop shuts the app down (as SIGTERM does) and returns Serve's error.
+	stop func() error
 }
 
 // start boots the real app on 127.0.0.1:0 against a fresh database; env
@@ -51,12 +53,18 @@ func start(t *testing.T, env map[string]string) *server {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- a.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-		a.Close()
-	})
-	return &server{db: db, base: "http://" + ln.Addr().String()}
+	var once sync.Once
+	var serveErr error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			serveErr = <-done
+			a.Close()
+		})
+		return serveErr
+	}
+	t.Cleanup(func() { require.NoError(t, stop()) })
+	return &server{db: db, base: "http://" + ln.Addr().String(), stop: stop}
 }
 
 func (s *server) post(t *testing.T, path string, body []byte, header http.Header) (int, map[string]any) {
@@ -259,4 +267,49 @@ func TestUnreachableDatabaseAnswers503(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code, "%v", out)
 	require.NoError(t, tx.Rollback())
 	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM webhook_event`))
+}
+
+// TestGracefulShutdownFinishesInFlight: a delivery whose body is still
+// arriving when shutdown starts is answered, and its claim is kept.
+func TestGracefulShutdownFinishesInFlight(t *testing.T) {
+	s := start(t, nil)
+	body := subEvent("evt_inflight", "active", time.Now().Unix())
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest(http.MethodPost, s.base+"/webhooks/stripe", pr)
+	require.NoError(t, err)
+	req.ContentLength = int64(len(body))
+	req.Header = signed(body, time.Now())
+	type result struct {
+		code int
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		resp.Body.Close()
+		res <- result{code: resp.StatusCode}
+	}()
+	_, err = pw.Write(body[:len(body)/2])
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.stop() }()
+	time.Sleep(100 * time.Millisecond)
+	_, err = pw.Write(body[len(body)/2:])
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+
+	r := <-res
+	require.NoError(t, r.err)
+	require.Equal(t, http.StatusOK, r.code)
+	require.NoError(t, <-stopped)
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_inflight'`))
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event'`))
+
+	_, err = http.Get(s.base + "/healthz")
+	require.Error(t, err, "no longer accepting")
 }
