@@ -57,6 +57,9 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 		return nil, err
 	}
 	a := &App{cfg: cfg, role: role, log: log, metrics: metrics.New(), registry: ledger.NewRegistry()}
+	for _, name := range cfg.Disabled {
+		log.Warn("source disabled: no secret configured", zap.String("source", name))
+	}
 	if err := a.openDatabase(ctx); err != nil {
 		a.Close()
 		return nil, err
@@ -127,7 +130,18 @@ func (a *App) sources() ([]receiver.Source, error) {
 		for i, sec := range s.Secrets {
 			secrets[i] = []byte(sec.Reveal())
 		}
-		out = append(out, receiver.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, Secrets: secrets, Tolerance: s.Tolerance})
+		src := receiver.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, Secrets: secrets, Tolerance: s.Tolerance}
+		if f := s.IDFallback; f != nil {
+			src.IDFallback = &provider.IDFallback{Header: f.Header, JSONPath: f.JSONPath, HashFields: f.HashFields}
+		}
+		if p == provider.Standard {
+			for i, sec := range secrets {
+				if _, err := provider.StandardKey(sec); err != nil {
+					return nil, fmt.Errorf("source %s: secret %d is not a Standard Webhooks secret (whsec_ and base64): %w", s.Name, i, err)
+				}
+			}
+		}
+		out = append(out, src)
 	}
 	return out, nil
 }

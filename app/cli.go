@@ -26,6 +26,8 @@ const usage = `hookledger: an idempotent webhook receiver
 Usage:
   hookledger serve [--role=all|http|worker]   receive webhooks and apply them
   hookledger migrate up|down [--all]|status    run the embedded migrations
+  hookledger verify --provider P --secret S [--header 'Name: value']... --body-file F [--at UNIX] [--tolerance D]
+                                               check one delivery's signature offline (exit 0 valid, 1 invalid, 2 usage)
   hookledger dev                               serve against a local PostgreSQL, for development
   hookledger send [--url URL] [--type T]       send one signed Stripe test event
   hookledger devdb                             print the URL of the development database
@@ -49,6 +51,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdDev(ctx, rest, stdout, stderr)
 	case "send":
 		err = cmdSend(ctx, rest, stdout, stderr)
+	case "verify":
+		err = cmdVerify(ctx, rest, stdout, stderr)
 	case "devdb":
 		err = cmdDevDB(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":

@@ -73,11 +73,13 @@ func (s Secret) Reveal() string { return string(s) }
 
 // Source is one webhook endpoint, POST /webhooks/<Name>.
 type Source struct {
-	Name      string        `json:"name"`
-	Provider  string        `json:"provider"`
-	Namespace string        `json:"namespace"`
-	Secrets   []Secret      `json:"secrets"`
-	Tolerance time.Duration `json:"tolerance"`
+	Name      string   `json:"name"`
+	Provider  string   `json:"provider"`
+	Namespace string   `json:"namespace"`
+	Secrets   []Secret `json:"secrets"`
+	// Tolerance < 0 means the provider's default; 0 turns the check off.
+	Tolerance  time.Duration `json:"tolerance"`
+	IDFallback *IDFallback   `json:"id_fallback,omitempty"`
 }
 
 // Config is hookledger's whole configuration.
@@ -95,6 +97,9 @@ type Config struct {
 	Workers      int           `json:"workers"`
 	DBMaxConns   int           `json:"db_max_conns"`
 	Sources      []Source      `json:"sources"`
+	// Disabled lists config-file sources left off for want of a secret.
+	Disabled   []string `json:"disabled,omitempty"`
+	ConfigFile string   `json:"config_file,omitempty"`
 
 	StripeAPIKey  Secret `json:"stripe_api_key"`
 	StripeAPIBase string `json:"stripe_api_base"`
@@ -183,6 +188,11 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 			Secrets:   secrets,
 			Tolerance: -1, // the provider's own default
 		})
+	}
+	if c.ConfigFile = getenv("HOOKLEDGER_CONFIG"); c.ConfigFile != "" {
+		if err := c.loadFile(c.ConfigFile, getenv); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return c, errors.Join(errs...)
 }

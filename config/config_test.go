@@ -3,6 +3,8 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +78,92 @@ func TestParseDuration(t *testing.T) {
 		d, err := ParseDuration(in)
 		require.NoError(t, err)
 		require.Equal(t, want, d)
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hookledger.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`
+sources:
+  - name: stripe-eu
+    provider: stripe
+    secrets_env: STRIPE_EU_SECRET
+    tolerance: 120s
+  - name: stripe-us
+    provider: stripe
+    namespace: stripe-us
+    secrets: [whsec_us1, whsec_us2]
+  - name: billing
+    provider: standard
+    secrets_env: BILLING_SECRET
+    id:
+      hash_fields: [type, data.customer_id, data.seq]
+  - name: empty
+    provider: github
+    secrets_env: NOT_SET
+`), 0o600))
+	c, err := FromEnv(env(map[string]string{
+		"HOOKLEDGER_CONFIG":     path,
+		"STRIPE_WEBHOOK_SECRET": "whsec_env",
+		"STRIPE_EU_SECRET":      "whsec_eu",
+		"BILLING_SECRET":        "whsec_c2VjcmV0",
+	}))
+	require.NoError(t, err)
+	names := []string{}
+	for _, s := range c.Sources {
+		names = append(names, s.Name)
+	}
+	require.Equal(t, []string{"stripe", "stripe-eu", "stripe-us", "billing"}, names)
+	eu, _ := c.Source("stripe-eu")
+	require.Equal(t, "stripe", eu.Namespace, "two endpoints of one account share one ledger namespace")
+	require.Equal(t, 120*time.Second, eu.Tolerance)
+	us, _ := c.Source("stripe-us")
+	require.Equal(t, "stripe-us", us.Namespace)
+	require.Len(t, us.Secrets, 2)
+	require.Equal(t, time.Duration(-1), us.Tolerance)
+	billing, _ := c.Source("billing")
+	require.Equal(t, []string{"type", "data.customer_id", "data.seq"}, billing.IDFallback.HashFields)
+	require.Equal(t, []string{"empty"}, c.Disabled, "no secret disables the source")
+}
+
+func TestConfigFileErrors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`
+sources:
+  - name: Bad Name
+    provider: stripe
+    secrets: [x]
+  - name: stripe
+    provider: stripe
+    secrets: [x]
+  - name: slow
+    provider: slack
+    secrets: [x]
+    tolerance: forever
+  - name: typo
+    provider: slack
+    secret: [x]
+`), 0o600))
+	_, err := FromEnv(env(map[string]string{"HOOKLEDGER_CONFIG": path, "STRIPE_WEBHOOK_SECRET": "whsec_env"}))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "field secret not found")
+	path2 := filepath.Join(t.TempDir(), "bad2.yaml")
+	require.NoError(t, os.WriteFile(path2, []byte(`
+sources:
+  - name: Bad Name
+    provider: stripe
+    secrets: [x]
+  - name: stripe
+    provider: stripe
+    secrets: [x]
+  - name: slow
+    provider: slack
+    secrets: [x]
+    tolerance: forever
+`), 0o600))
+	_, err = FromEnv(env(map[string]string{"HOOKLEDGER_CONFIG": path2, "STRIPE_WEBHOOK_SECRET": "whsec_env"}))
+	require.Error(t, err)
+	for _, want := range []string{"name must be lowercase", "already configured", `tolerance "forever"`} {
+		require.Contains(t, err.Error(), want)
 	}
 }

@@ -46,19 +46,48 @@ type Provider struct {
 	// DefaultTolerance is the provider SDK's timestamp tolerance; zero when
 	// the provider signs no timestamp.
 	DefaultTolerance time.Duration
+	// IDLocation says where the event id lives, for error messages.
+	IDLocation string
 	// SignatureHeaders are never stored.
 	SignatureHeaders []string
 	// Headers are recorded on the ledger row when present.
 	Headers []string
 	// VerifyFunc checks the signature against each secret, in order.
 	VerifyFunc func(h http.Header, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) (Verification, error)
-	// ParseFunc reads the event id and type out of a verified delivery.
+	// ParseFunc reads the event id and type out of a verified delivery; it
+	// leaves them empty when absent and fails only on a body that is not the
+	// provider's JSON.
 	ParseFunc func(h http.Header, body []byte) (Event, error)
+	// SignFunc builds the headers the provider would send with a delivery:
+	// its signature and the headers that identify the event. It serves the
+	// simulator, the dev sender and tests.
+	SignFunc func(secret string, d Delivery) (http.Header, error)
 }
 
-// All lists every provider hookledger knows, by name.
+// Delivery is an outgoing event, for SignFunc.
+type Delivery struct {
+	ID   string
+	Type string
+	At   time.Time
+	Body []byte
+}
+
+// Sign returns the headers of a signed delivery.
+func (p *Provider) Sign(secret string, d Delivery) (http.Header, error) {
+	if d.At.IsZero() {
+		d.At = time.Now()
+	}
+	return p.SignFunc(secret, d)
+}
+
+// all lists every provider hookledger knows, by name.
 var all = map[string]*Provider{
-	Stripe.Name: Stripe,
+	Stripe.Name:   Stripe,
+	GitHub.Name:   GitHub,
+	Shopify.Name:  Shopify,
+	Paddle.Name:   Paddle,
+	Slack.Name:    Slack,
+	Standard.Name: Standard,
 }
 
 // Lookup returns the provider called name.
@@ -89,11 +118,26 @@ func (p *Provider) Verify(h http.Header, body []byte, secrets [][]byte, now time
 	return p.VerifyFunc(h, body, secrets, now, tolerance)
 }
 
-// Parse reads the event out of a verified body.
-func (p *Provider) Parse(h http.Header, body []byte) (Event, error) {
+// Parse reads the event out of a verified body. The provider's own id
+// comes first; fb, when set, derives one for a source that sends none.
+func (p *Provider) Parse(h http.Header, body []byte, fb *IDFallback) (Event, error) {
 	ev, err := p.ParseFunc(h, body)
 	if err != nil {
 		return Event{}, err
+	}
+	if ev.Ignore {
+		return ev, nil
+	}
+	if ev.ID == "" && fb != nil {
+		if ev.ID, err = fb.ID(h, body); err != nil {
+			return Event{}, err
+		}
+	}
+	if ev.ID == "" {
+		return Event{}, payloadError("%s delivery without its event id (%s)", p.Name, p.IDLocation)
+	}
+	if ev.Type == "" {
+		return Event{}, payloadError("%s delivery without its event type", p.Name)
 	}
 	if err := checkJSONB(body); err != nil {
 		return Event{}, err

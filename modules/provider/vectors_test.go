@@ -23,25 +23,30 @@ type vector struct {
 	Tolerance   *float64          `json:"tolerance_seconds"`
 }
 
-func loadVectors(t *testing.T, provider string) []vector {
+// vectorProvider maps a vector's provider name to hookledger's.
+var vectorProvider = map[string]string{"standard-webhooks": "standard", "svix": "standard"}
+
+func loadVectors(t *testing.T) []vector {
 	t.Helper()
 	raw, err := os.ReadFile("../../testdata/providers/signatures.json")
 	require.NoError(t, err)
 	var all []vector
 	require.NoError(t, json.Unmarshal(raw, &all))
-	var out []vector
-	for _, v := range all {
-		if v.Provider == provider {
-			out = append(out, v)
+	require.Len(t, all, 67)
+	for i, v := range all {
+		if name, ok := vectorProvider[v.Provider]; ok {
+			all[i].Provider = name
 		}
 	}
-	require.NotEmpty(t, out)
-	return out
+	return all
 }
 
-func TestStripeVectors(t *testing.T) {
-	for _, v := range loadVectors(t, "stripe") {
-		t.Run(v.Description, func(t *testing.T) {
+// TestVectors runs every official and derived vector through its provider.
+func TestVectors(t *testing.T) {
+	for _, v := range loadVectors(t) {
+		t.Run(v.Provider+"/"+v.Description, func(t *testing.T) {
+			p, ok := Lookup(v.Provider)
+			require.True(t, ok, v.Provider)
 			body, err := base64.StdEncoding.DecodeString(v.BodyBase64)
 			require.NoError(t, err)
 			h := http.Header{}
@@ -56,7 +61,7 @@ func TestStripeVectors(t *testing.T) {
 			if v.Tolerance != nil {
 				tol = time.Duration(*v.Tolerance * float64(time.Second))
 			}
-			_, err = Stripe.Verify(h, body, [][]byte{[]byte(v.Secret)}, now, tol)
+			_, err = p.Verify(h, body, [][]byte{[]byte(v.Secret)}, now, tol)
 			if v.Expect == "valid" {
 				require.NoError(t, err)
 			} else {
@@ -112,26 +117,14 @@ func TestStripeVerify(t *testing.T) {
 }
 
 func TestParseStripe(t *testing.T) {
-	ev, err := Stripe.Parse(nil, []byte(`{"id":"evt_1","type":"invoice.paid","created":1700000000}`))
+	ev, err := Stripe.Parse(nil, []byte(`{"id":"evt_1","type":"invoice.paid","created":1700000000}`), nil)
 	require.NoError(t, err)
 	require.Equal(t, Event{ID: "evt_1", Type: "invoice.paid", OccurredAt: time.Unix(1700000000, 0)}, ev)
 
 	for _, bad := range []string{`not json`, `{"type":"x"}`, `{"id":"evt_1"}`, `{"id":"evt_1","type":"x","s":"\u0000"}`, "{\"id\":\"evt_1\",\"type\":\"x\"} trailing"} {
-		_, err := Stripe.Parse(nil, []byte(bad))
+		_, err := Stripe.Parse(nil, []byte(bad), nil)
 		require.ErrorIs(t, err, ErrPayload, bad)
 	}
-	_, err = Stripe.Parse(nil, []byte(`{"id":"evt_1","type":"x","s":"\\u0000"}`))
+	_, err = Stripe.Parse(nil, []byte(`{"id":"evt_1","type":"x","s":"\\u0000"}`), nil)
 	require.NoError(t, err, "an escaped backslash before u0000 is plain text")
-}
-
-func FuzzParseStripeHeader(f *testing.F) {
-	f.Add("t=1700000000,v1=3bfab77baf5f7b6991a46c9b53b6547d7afc56148b10468fcad9f35c1992ffbd")
-	f.Add("t=,v1=")
-	f.Add(",,,=")
-	f.Fuzz(func(t *testing.T, header string) {
-		_, err := Stripe.Verify(http.Header{"Stripe-Signature": {header}}, []byte("{}"), [][]byte{[]byte("whsec")}, time.Unix(1700000000, 0), -1)
-		if err == nil {
-			t.Fatalf("header %q verified without a valid signature", header)
-		}
-	})
 }

@@ -34,6 +34,8 @@ type Source struct {
 	Secrets   [][]byte
 	// Tolerance < 0 means the provider's default; 0 turns the check off.
 	Tolerance time.Duration
+	// IDFallback derives ids for a sender that sends none; usually nil.
+	IDFallback *provider.IDFallback
 }
 
 // Claimer claims a verified event; *ledger.Claimer is the one in use.
@@ -122,7 +124,7 @@ func (h *handler) receive(c *gin.Context) {
 		}
 	}
 
-	ev, err := src.Provider.Parse(c.Request.Header, body)
+	ev, err := src.Provider.Parse(c.Request.Header, body, src.IDFallback)
 	if err != nil {
 		h.answer(c, src.Name, metrics.OutcomeBadRequest, http.StatusBadRequest, Response{Error: err.Error()})
 		return

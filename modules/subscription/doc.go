@@ -2,9 +2,10 @@
 // subscription.
 //
 // It owns the subscription table (ent/schema/subscription.go) and handles
-// Stripe's customer.subscription.* events. Every write is guarded by the
-// row's version, the provider's own order key (Stripe: the event's created,
-// in Unix seconds), so a stale or reordered event never overwrites newer
+// Stripe's customer.subscription.* and Paddle's subscription.* events. Every
+// write is guarded by the row's version, the provider's own order key
+// (Stripe: the event's created, in Unix seconds; Paddle: occurred_at, in Unix
+// microseconds), so a stale or reordered event never overwrites newer
 // state, and an updated that arrives before its created still lands.
 //
 // Stripe's created has one-second resolution, and a created and an updated

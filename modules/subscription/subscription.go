@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	entsql "entgo.io/ent/dialect/sql"
 
@@ -24,6 +25,7 @@ type Config struct {
 func Register(reg *ledger.Registry, cfg Config) {
 	m := &module{cfg: cfg}
 	reg.Handle("stripe", "customer.subscription.*", m.applyStripe)
+	reg.Handle("paddle", "subscription.*", m.applyPaddle)
 }
 
 type module struct{ cfg Config }
@@ -154,6 +156,52 @@ func (m *module) applyStripe(ctx context.Context, tx *ledger.Tx, ev *ledger.Even
 		EventID:    ev.EventID,
 	}
 	w, err := Upsert(ctx, tx, s)
+	if err != nil {
+		return err
+	}
+	m.count(w)
+	return nil
+}
+
+// paddleEvent is the part of a Paddle Billing subscription.* event used.
+type paddleEvent struct {
+	OccurredAt time.Time `json:"occurred_at"`
+	Data       struct {
+		ID         string `json:"id"`
+		Status     string `json:"status"`
+		CustomerID string `json:"customer_id"`
+		Items      []struct {
+			Price struct {
+				ID string `json:"id"`
+			} `json:"price"`
+		} `json:"items"`
+	} `json:"data"`
+}
+
+// applyPaddle writes a Paddle subscription; its version is the event's
+// occurred_at in Unix microseconds.
+func (m *module) applyPaddle(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+	var pe paddleEvent
+	if err := json.Unmarshal(ev.Payload, &pe); err != nil {
+		return ledger.Permanent(fmt.Errorf("decode paddle subscription event: %w", err))
+	}
+	if pe.Data.ID == "" || pe.OccurredAt.IsZero() {
+		return ledger.Permanent(errors.New("paddle subscription event without data.id or occurred_at"))
+	}
+	plan := ""
+	if len(pe.Data.Items) > 0 {
+		plan = pe.Data.Items[0].Price.ID
+	}
+	w, err := Upsert(ctx, tx, State{
+		Provider:   "paddle",
+		ExternalID: pe.Data.ID,
+		CustomerID: pe.Data.CustomerID,
+		Plan:       plan,
+		Status:     pe.Data.Status,
+		Version:    pe.OccurredAt.UnixMicro(),
+		Rank:       Rank(pe.Data.Status, ev.Type),
+		EventID:    ev.EventID,
+	})
 	if err != nil {
 		return err
 	}

@@ -42,19 +42,29 @@ func (f *fixture) deliver(t *testing.T, body []byte) error {
 	t.Helper()
 	var ev struct{ ID, Type string }
 	require.NoError(t, json.Unmarshal(body, &ev))
+	return f.deliverAs(t, "stripe", ev.ID, ev.Type, body)
+}
+
+func (f *fixture) deliverAs(t *testing.T, provider, id, typ string, body []byte) error {
+	t.Helper()
 	ctx := context.Background()
-	_, err := f.claimer.Claim(ctx, ledger.Claim{Namespace: "stripe", EventID: ev.ID, Provider: "stripe", Source: "stripe", Type: ev.Type, Payload: body})
+	_, err := f.claimer.Claim(ctx, ledger.Claim{Namespace: provider, EventID: id, Provider: provider, Source: provider, Type: typ, Payload: body})
 	require.NoError(t, err)
 	return ledger.InTx(ctx, f.db.SQL, func(tx *ledger.Tx) error {
-		_, _, err := ledger.Apply(ctx, tx, f.reg, ledger.ApplyArgs{Namespace: "stripe", EventID: ev.ID})
+		_, _, err := ledger.Apply(ctx, tx, f.reg, ledger.ApplyArgs{Namespace: provider, EventID: id})
 		return err
 	})
 }
 
 func (f *fixture) sub(t *testing.T, id string) *ent.Subscription {
 	t.Helper()
+	return f.subOf(t, "stripe", id)
+}
+
+func (f *fixture) subOf(t *testing.T, provider, id string) *ent.Subscription {
+	t.Helper()
 	client := f.db.Ent()
-	s, err := client.Subscription.Query().Where(entsub.Provider("stripe"), entsub.ExternalID(id)).Only(context.Background())
+	s, err := client.Subscription.Query().Where(entsub.Provider(provider), entsub.ExternalID(id)).Only(context.Background())
 	require.NoError(t, err)
 	return s
 }
@@ -164,4 +174,30 @@ func TestPoisonPayloadIsPermanent(t *testing.T) {
 	err := f.deliver(t, []byte(`{"id":"evt_bad","type":"customer.subscription.updated","created":5,"data":{"object":{}}}`))
 	require.Error(t, err)
 	require.True(t, ledger.IsPermanent(err))
+}
+
+// TestPaddleOutOfOrder delivers Paddle's later update of a subscription
+// before its earlier one: the earlier one must not win.
+func TestPaddleOutOfOrder(t *testing.T) {
+	f := setup(t)
+	for _, file := range []string{
+		"subscription.updated.evt_01hg0trvbgjfp0avfam8a2yzq1.json",
+		"subscription.updated.evt_01hg0trpmmdkkdbk4p8czp4drm.json",
+	} {
+		body, err := os.ReadFile("../../testdata/providers/paddle/" + file)
+		require.NoError(t, err)
+		var ev struct {
+			EventID   string `json:"event_id"`
+			EventType string `json:"event_type"`
+		}
+		require.NoError(t, json.Unmarshal(body, &ev))
+		require.NoError(t, f.deliverAs(t, "paddle", ev.EventID, ev.EventType, body))
+	}
+	s := f.subOf(t, "paddle", "sub_01gyssnczp81czs49zcprm6hfv")
+	require.Equal(t, int64(1700835126640975), s.Version, "occurred_at of the later event, in microseconds")
+	require.Equal(t, "evt_01hg0trvbgjfp0avfam8a2yzq1", s.EventID)
+	require.Equal(t, "past_due", s.Status)
+	require.Equal(t, "ctm_01gyssmfx5rnmk4dt8qx88v0ee", s.CustomerID)
+	require.Equal(t, "pri_01gsz8x8sawmvhz1pv30nge1ke", s.Plan)
+	require.Equal(t, 1.0, testutil.ToFloat64(f.metrics.StaleSkipped.WithLabelValues("subscription")))
 }

@@ -1,0 +1,94 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/app"
+)
+
+type vector struct {
+	Provider    string            `json:"provider"`
+	Description string            `json:"description"`
+	Secret      string            `json:"secret"`
+	Headers     map[string]string `json:"headers"`
+	BodyBase64  string            `json:"body_base64"`
+	NowUnix     *int64            `json:"now_unix"`
+	Expect      string            `json:"expect"`
+	Tolerance   *float64          `json:"tolerance_seconds"`
+}
+
+func run(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := app.Main(context.Background(), args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestVerifyCommandVectors runs every entry of signatures.json through
+// `hookledger verify`.
+func TestVerifyCommandVectors(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/providers/signatures.json")
+	require.NoError(t, err)
+	var vectors []vector
+	require.NoError(t, json.Unmarshal(raw, &vectors))
+	require.Len(t, vectors, 67)
+	names := map[string]string{"standard-webhooks": "standard", "svix": "standard"}
+	dir := t.TempDir()
+	for i, v := range vectors {
+		t.Run(v.Provider+"/"+v.Description, func(t *testing.T) {
+			body, err := base64.StdEncoding.DecodeString(v.BodyBase64)
+			require.NoError(t, err)
+			bodyFile := filepath.Join(dir, fmt.Sprintf("body-%d", i))
+			require.NoError(t, os.WriteFile(bodyFile, body, 0o600))
+			p := v.Provider
+			if n, ok := names[p]; ok {
+				p = n
+			}
+			args := []string{"verify", "--provider", p, "--secret", v.Secret, "--body-file", bodyFile}
+			for k, val := range v.Headers {
+				args = append(args, "--header", k+": "+val)
+			}
+			if v.NowUnix != nil {
+				args = append(args, "--at", fmt.Sprint(*v.NowUnix))
+			}
+			if v.Tolerance != nil {
+				args = append(args, "--tolerance", fmt.Sprint(*v.Tolerance))
+			}
+			code, stdout, stderr := run(args...)
+			if v.Expect == "valid" {
+				require.Equal(t, 0, code, "stderr: %s", stderr)
+				require.Contains(t, stdout, "valid")
+			} else {
+				require.Equal(t, 1, code, "stdout: %s", stdout)
+				require.Contains(t, stderr, "invalid signature")
+			}
+		})
+	}
+}
+
+func TestVerifyCommandUsage(t *testing.T) {
+	body := filepath.Join(t.TempDir(), "body")
+	require.NoError(t, os.WriteFile(body, []byte("{}"), 0o600))
+	for _, args := range [][]string{
+		{"verify"},
+		{"verify", "--provider", "nope", "--secret", "s", "--body-file", body},
+		{"verify", "--provider", "stripe", "--body-file", body},
+		{"verify", "--provider", "stripe", "--secret", "s"},
+		{"verify", "--provider", "stripe", "--secret", "s", "--body-file", body, "--header", "novalue"},
+		{"verify", "--provider", "stripe", "--secret", "s", "--body-file", body, "--at", "yesterday"},
+		{"verify", "--provider", "stripe", "--secret", "s", "--body-file", body, "--tolerance", "soon"},
+		{"verify", "--provider", "standard", "--secret", "not base64!", "--body-file", body},
+		{"verify", "--bogus"},
+	} {
+		code, _, stderr := run(args...)
+		require.Equal(t, 2, code, "%v: %s", args, stderr)
+	}
+}
