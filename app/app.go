@@ -22,11 +22,14 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ent"
+	"github.com/hookledger/hookledger/modules/github"
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/metrics"
+	"github.com/hookledger/hookledger/modules/payment"
 	"github.com/hookledger/hookledger/modules/provider"
 	"github.com/hookledger/hookledger/modules/receiver"
 	"github.com/hookledger/hookledger/modules/subscription"
+	"github.com/hookledger/hookledger/modules/usage"
 )
 
 // Shutdown budget: in-flight requests first, then the workers' soft stop.
@@ -91,6 +94,9 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 // registerModules is where every feature module is wired in: one line each.
 func (a *App) registerModules() {
 	subscription.Register(a.registry, subscription.Config{Metrics: a.metrics})
+	payment.Register(a.registry, payment.Config{DB: a.db, Sender: payment.LogSender{Logger: a.log.Named("receipt")}})
+	usage.Register(a.registry)
+	github.Register(a.registry)
 }
 
 func (a *App) openDatabase(ctx context.Context) error {

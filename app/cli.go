@@ -21,7 +21,7 @@ const (
 // errUsage marks a command-line mistake (exit 2).
 var errUsage = errors.New("usage")
 
-const usage = `hookledger: an idempotent webhook receiver
+const usageText = `hookledger: an idempotent webhook receiver
 
 Usage:
   hookledger serve [--role=all|http|worker]   receive webhooks and apply them
@@ -38,7 +38,7 @@ Configuration comes from the environment; see README.md.
 // Main runs the hookledger command line and returns the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usageText)
 		return ExitUsage
 	}
 	var err error
@@ -56,10 +56,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "devdb":
 		err = cmdDevDB(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usageText)
 		return ExitOK
 	default:
-		fmt.Fprintf(stderr, "hookledger: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "hookledger: unknown command %q\n\n%s", cmd, usageText)
 		return ExitUsage
 	}
 	switch {

@@ -14,7 +14,10 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
+	"github.com/hookledger/hookledger/ent/githubbranch"
+	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/subscription"
+	"github.com/hookledger/hookledger/ent/usagetotal"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 
 	stdsql "database/sql"
@@ -25,8 +28,14 @@ type Client struct {
 	config
 	// Schema is the client for creating, migrating and dropping schema.
 	Schema *migrate.Schema
+	// GitHubBranch is the client for interacting with the GitHubBranch builders.
+	GitHubBranch *GitHubBranchClient
+	// Payment is the client for interacting with the Payment builders.
+	Payment *PaymentClient
 	// Subscription is the client for interacting with the Subscription builders.
 	Subscription *SubscriptionClient
+	// UsageTotal is the client for interacting with the UsageTotal builders.
+	UsageTotal *UsageTotalClient
 	// WebhookEvent is the client for interacting with the WebhookEvent builders.
 	WebhookEvent *WebhookEventClient
 }
@@ -40,7 +49,10 @@ func NewClient(opts ...Option) *Client {
 
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
+	c.GitHubBranch = NewGitHubBranchClient(c.config)
+	c.Payment = NewPaymentClient(c.config)
 	c.Subscription = NewSubscriptionClient(c.config)
+	c.UsageTotal = NewUsageTotalClient(c.config)
 	c.WebhookEvent = NewWebhookEventClient(c.config)
 }
 
@@ -134,7 +146,10 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	return &Tx{
 		ctx:          ctx,
 		config:       cfg,
+		GitHubBranch: NewGitHubBranchClient(cfg),
+		Payment:      NewPaymentClient(cfg),
 		Subscription: NewSubscriptionClient(cfg),
+		UsageTotal:   NewUsageTotalClient(cfg),
 		WebhookEvent: NewWebhookEventClient(cfg),
 	}, nil
 }
@@ -155,7 +170,10 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	return &Tx{
 		ctx:          ctx,
 		config:       cfg,
+		GitHubBranch: NewGitHubBranchClient(cfg),
+		Payment:      NewPaymentClient(cfg),
 		Subscription: NewSubscriptionClient(cfg),
+		UsageTotal:   NewUsageTotalClient(cfg),
 		WebhookEvent: NewWebhookEventClient(cfg),
 	}, nil
 }
@@ -163,7 +181,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 // Debug returns a new debug-client. It's used to get verbose logging on specific operations.
 //
 //	client.Debug().
-//		Subscription.
+//		GitHubBranch.
 //		Query().
 //		Count(ctx)
 func (c *Client) Debug() *Client {
@@ -185,26 +203,304 @@ func (c *Client) Close() error {
 // Use adds the mutation hooks to all the entity clients.
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
+	c.GitHubBranch.Use(hooks...)
+	c.Payment.Use(hooks...)
 	c.Subscription.Use(hooks...)
+	c.UsageTotal.Use(hooks...)
 	c.WebhookEvent.Use(hooks...)
 }
 
 // Intercept adds the query interceptors to all the entity clients.
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
+	c.GitHubBranch.Intercept(interceptors...)
+	c.Payment.Intercept(interceptors...)
 	c.Subscription.Intercept(interceptors...)
+	c.UsageTotal.Intercept(interceptors...)
 	c.WebhookEvent.Intercept(interceptors...)
 }
 
 // Mutate implements the ent.Mutator interface.
 func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
+	case *GitHubBranchMutation:
+		return c.GitHubBranch.mutate(ctx, m)
+	case *PaymentMutation:
+		return c.Payment.mutate(ctx, m)
 	case *SubscriptionMutation:
 		return c.Subscription.mutate(ctx, m)
+	case *UsageTotalMutation:
+		return c.UsageTotal.mutate(ctx, m)
 	case *WebhookEventMutation:
 		return c.WebhookEvent.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
+	}
+}
+
+// GitHubBranchClient is a client for the GitHubBranch schema.
+type GitHubBranchClient struct {
+	config
+}
+
+// NewGitHubBranchClient returns a client for the GitHubBranch from the given config.
+func NewGitHubBranchClient(c config) *GitHubBranchClient {
+	return &GitHubBranchClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `githubbranch.Hooks(f(g(h())))`.
+func (c *GitHubBranchClient) Use(hooks ...Hook) {
+	c.hooks.GitHubBranch = append(c.hooks.GitHubBranch, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `githubbranch.Intercept(f(g(h())))`.
+func (c *GitHubBranchClient) Intercept(interceptors ...Interceptor) {
+	c.inters.GitHubBranch = append(c.inters.GitHubBranch, interceptors...)
+}
+
+// Create returns a builder for creating a GitHubBranch entity.
+func (c *GitHubBranchClient) Create() *GitHubBranchCreate {
+	mutation := newGitHubBranchMutation(c.config, OpCreate)
+	return &GitHubBranchCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of GitHubBranch entities.
+func (c *GitHubBranchClient) CreateBulk(builders ...*GitHubBranchCreate) *GitHubBranchCreateBulk {
+	return &GitHubBranchCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *GitHubBranchClient) MapCreateBulk(slice any, setFunc func(*GitHubBranchCreate, int)) *GitHubBranchCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &GitHubBranchCreateBulk{err: fmt.Errorf("calling to GitHubBranchClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*GitHubBranchCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &GitHubBranchCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for GitHubBranch.
+func (c *GitHubBranchClient) Update() *GitHubBranchUpdate {
+	mutation := newGitHubBranchMutation(c.config, OpUpdate)
+	return &GitHubBranchUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *GitHubBranchClient) UpdateOne(_m *GitHubBranch) *GitHubBranchUpdateOne {
+	mutation := newGitHubBranchMutation(c.config, OpUpdateOne, withGitHubBranch(_m))
+	return &GitHubBranchUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *GitHubBranchClient) UpdateOneID(id int64) *GitHubBranchUpdateOne {
+	mutation := newGitHubBranchMutation(c.config, OpUpdateOne, withGitHubBranchID(id))
+	return &GitHubBranchUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for GitHubBranch.
+func (c *GitHubBranchClient) Delete() *GitHubBranchDelete {
+	mutation := newGitHubBranchMutation(c.config, OpDelete)
+	return &GitHubBranchDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *GitHubBranchClient) DeleteOne(_m *GitHubBranch) *GitHubBranchDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *GitHubBranchClient) DeleteOneID(id int64) *GitHubBranchDeleteOne {
+	builder := c.Delete().Where(githubbranch.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &GitHubBranchDeleteOne{builder}
+}
+
+// Query returns a query builder for GitHubBranch.
+func (c *GitHubBranchClient) Query() *GitHubBranchQuery {
+	return &GitHubBranchQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeGitHubBranch},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a GitHubBranch entity by its id.
+func (c *GitHubBranchClient) Get(ctx context.Context, id int64) (*GitHubBranch, error) {
+	return c.Query().Where(githubbranch.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *GitHubBranchClient) GetX(ctx context.Context, id int64) *GitHubBranch {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *GitHubBranchClient) Hooks() []Hook {
+	return c.hooks.GitHubBranch
+}
+
+// Interceptors returns the client interceptors.
+func (c *GitHubBranchClient) Interceptors() []Interceptor {
+	return c.inters.GitHubBranch
+}
+
+func (c *GitHubBranchClient) mutate(ctx context.Context, m *GitHubBranchMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&GitHubBranchCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&GitHubBranchUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&GitHubBranchUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&GitHubBranchDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown GitHubBranch mutation op: %q", m.Op())
+	}
+}
+
+// PaymentClient is a client for the Payment schema.
+type PaymentClient struct {
+	config
+}
+
+// NewPaymentClient returns a client for the Payment from the given config.
+func NewPaymentClient(c config) *PaymentClient {
+	return &PaymentClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `payment.Hooks(f(g(h())))`.
+func (c *PaymentClient) Use(hooks ...Hook) {
+	c.hooks.Payment = append(c.hooks.Payment, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `payment.Intercept(f(g(h())))`.
+func (c *PaymentClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Payment = append(c.inters.Payment, interceptors...)
+}
+
+// Create returns a builder for creating a Payment entity.
+func (c *PaymentClient) Create() *PaymentCreate {
+	mutation := newPaymentMutation(c.config, OpCreate)
+	return &PaymentCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Payment entities.
+func (c *PaymentClient) CreateBulk(builders ...*PaymentCreate) *PaymentCreateBulk {
+	return &PaymentCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *PaymentClient) MapCreateBulk(slice any, setFunc func(*PaymentCreate, int)) *PaymentCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &PaymentCreateBulk{err: fmt.Errorf("calling to PaymentClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*PaymentCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &PaymentCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Payment.
+func (c *PaymentClient) Update() *PaymentUpdate {
+	mutation := newPaymentMutation(c.config, OpUpdate)
+	return &PaymentUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *PaymentClient) UpdateOne(_m *Payment) *PaymentUpdateOne {
+	mutation := newPaymentMutation(c.config, OpUpdateOne, withPayment(_m))
+	return &PaymentUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *PaymentClient) UpdateOneID(id int64) *PaymentUpdateOne {
+	mutation := newPaymentMutation(c.config, OpUpdateOne, withPaymentID(id))
+	return &PaymentUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Payment.
+func (c *PaymentClient) Delete() *PaymentDelete {
+	mutation := newPaymentMutation(c.config, OpDelete)
+	return &PaymentDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *PaymentClient) DeleteOne(_m *Payment) *PaymentDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *PaymentClient) DeleteOneID(id int64) *PaymentDeleteOne {
+	builder := c.Delete().Where(payment.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &PaymentDeleteOne{builder}
+}
+
+// Query returns a query builder for Payment.
+func (c *PaymentClient) Query() *PaymentQuery {
+	return &PaymentQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypePayment},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Payment entity by its id.
+func (c *PaymentClient) Get(ctx context.Context, id int64) (*Payment, error) {
+	return c.Query().Where(payment.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *PaymentClient) GetX(ctx context.Context, id int64) *Payment {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *PaymentClient) Hooks() []Hook {
+	return c.hooks.Payment
+}
+
+// Interceptors returns the client interceptors.
+func (c *PaymentClient) Interceptors() []Interceptor {
+	return c.inters.Payment
+}
+
+func (c *PaymentClient) mutate(ctx context.Context, m *PaymentMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&PaymentCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&PaymentUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&PaymentUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&PaymentDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Payment mutation op: %q", m.Op())
 	}
 }
 
@@ -338,6 +634,139 @@ func (c *SubscriptionClient) mutate(ctx context.Context, m *SubscriptionMutation
 		return (&SubscriptionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Subscription mutation op: %q", m.Op())
+	}
+}
+
+// UsageTotalClient is a client for the UsageTotal schema.
+type UsageTotalClient struct {
+	config
+}
+
+// NewUsageTotalClient returns a client for the UsageTotal from the given config.
+func NewUsageTotalClient(c config) *UsageTotalClient {
+	return &UsageTotalClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `usagetotal.Hooks(f(g(h())))`.
+func (c *UsageTotalClient) Use(hooks ...Hook) {
+	c.hooks.UsageTotal = append(c.hooks.UsageTotal, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `usagetotal.Intercept(f(g(h())))`.
+func (c *UsageTotalClient) Intercept(interceptors ...Interceptor) {
+	c.inters.UsageTotal = append(c.inters.UsageTotal, interceptors...)
+}
+
+// Create returns a builder for creating a UsageTotal entity.
+func (c *UsageTotalClient) Create() *UsageTotalCreate {
+	mutation := newUsageTotalMutation(c.config, OpCreate)
+	return &UsageTotalCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of UsageTotal entities.
+func (c *UsageTotalClient) CreateBulk(builders ...*UsageTotalCreate) *UsageTotalCreateBulk {
+	return &UsageTotalCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *UsageTotalClient) MapCreateBulk(slice any, setFunc func(*UsageTotalCreate, int)) *UsageTotalCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &UsageTotalCreateBulk{err: fmt.Errorf("calling to UsageTotalClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*UsageTotalCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &UsageTotalCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for UsageTotal.
+func (c *UsageTotalClient) Update() *UsageTotalUpdate {
+	mutation := newUsageTotalMutation(c.config, OpUpdate)
+	return &UsageTotalUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *UsageTotalClient) UpdateOne(_m *UsageTotal) *UsageTotalUpdateOne {
+	mutation := newUsageTotalMutation(c.config, OpUpdateOne, withUsageTotal(_m))
+	return &UsageTotalUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *UsageTotalClient) UpdateOneID(id int64) *UsageTotalUpdateOne {
+	mutation := newUsageTotalMutation(c.config, OpUpdateOne, withUsageTotalID(id))
+	return &UsageTotalUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for UsageTotal.
+func (c *UsageTotalClient) Delete() *UsageTotalDelete {
+	mutation := newUsageTotalMutation(c.config, OpDelete)
+	return &UsageTotalDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *UsageTotalClient) DeleteOne(_m *UsageTotal) *UsageTotalDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *UsageTotalClient) DeleteOneID(id int64) *UsageTotalDeleteOne {
+	builder := c.Delete().Where(usagetotal.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &UsageTotalDeleteOne{builder}
+}
+
+// Query returns a query builder for UsageTotal.
+func (c *UsageTotalClient) Query() *UsageTotalQuery {
+	return &UsageTotalQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeUsageTotal},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a UsageTotal entity by its id.
+func (c *UsageTotalClient) Get(ctx context.Context, id int64) (*UsageTotal, error) {
+	return c.Query().Where(usagetotal.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *UsageTotalClient) GetX(ctx context.Context, id int64) *UsageTotal {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *UsageTotalClient) Hooks() []Hook {
+	return c.hooks.UsageTotal
+}
+
+// Interceptors returns the client interceptors.
+func (c *UsageTotalClient) Interceptors() []Interceptor {
+	return c.inters.UsageTotal
+}
+
+func (c *UsageTotalClient) mutate(ctx context.Context, m *UsageTotalMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&UsageTotalCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&UsageTotalUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&UsageTotalUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&UsageTotalDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown UsageTotal mutation op: %q", m.Op())
 	}
 }
 
@@ -477,10 +906,10 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Subscription, WebhookEvent []ent.Hook
+		GitHubBranch, Payment, Subscription, UsageTotal, WebhookEvent []ent.Hook
 	}
 	inters struct {
-		Subscription, WebhookEvent []ent.Interceptor
+		GitHubBranch, Payment, Subscription, UsageTotal, WebhookEvent []ent.Interceptor
 	}
 )
 

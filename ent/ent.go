@@ -12,7 +12,10 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/hookledger/hookledger/ent/githubbranch"
+	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/subscription"
+	"github.com/hookledger/hookledger/ent/usagetotal"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 )
 
@@ -74,7 +77,10 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
+			githubbranch.Table: githubbranch.ValidColumn,
+			payment.Table:      payment.ValidColumn,
 			subscription.Table: subscription.ValidColumn,
+			usagetotal.Table:   usagetotal.ValidColumn,
 			webhookevent.Table: webhookevent.ValidColumn,
 		})
 	})

@@ -5,8 +5,11 @@ package ent
 import (
 	"time"
 
+	"github.com/hookledger/hookledger/ent/githubbranch"
+	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/schema"
 	"github.com/hookledger/hookledger/ent/subscription"
+	"github.com/hookledger/hookledger/ent/usagetotal"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 )
 
@@ -14,6 +17,70 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	githubbranchFields := schema.GitHubBranch{}.Fields()
+	_ = githubbranchFields
+	// githubbranchDescRepository is the schema descriptor for repository field.
+	githubbranchDescRepository := githubbranchFields[1].Descriptor()
+	// githubbranch.RepositoryValidator is a validator for the "repository" field. It is called by the builders before save.
+	githubbranch.RepositoryValidator = githubbranchDescRepository.Validators[0].(func(string) error)
+	// githubbranchDescRef is the schema descriptor for ref field.
+	githubbranchDescRef := githubbranchFields[2].Descriptor()
+	// githubbranch.RefValidator is a validator for the "ref" field. It is called by the builders before save.
+	githubbranch.RefValidator = githubbranchDescRef.Validators[0].(func(string) error)
+	// githubbranchDescDeleted is the schema descriptor for deleted field.
+	githubbranchDescDeleted := githubbranchFields[4].Descriptor()
+	// githubbranch.DefaultDeleted holds the default value on creation for the deleted field.
+	githubbranch.DefaultDeleted = githubbranchDescDeleted.Default.(bool)
+	// githubbranchDescDeliveryID is the schema descriptor for delivery_id field.
+	githubbranchDescDeliveryID := githubbranchFields[6].Descriptor()
+	// githubbranch.DefaultDeliveryID holds the default value on creation for the delivery_id field.
+	githubbranch.DefaultDeliveryID = githubbranchDescDeliveryID.Default.(string)
+	// githubbranchDescUpdatedAt is the schema descriptor for updated_at field.
+	githubbranchDescUpdatedAt := githubbranchFields[7].Descriptor()
+	// githubbranch.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	githubbranch.DefaultUpdatedAt = githubbranchDescUpdatedAt.Default.(func() time.Time)
+	// githubbranch.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	githubbranch.UpdateDefaultUpdatedAt = githubbranchDescUpdatedAt.UpdateDefault.(func() time.Time)
+	paymentFields := schema.Payment{}.Fields()
+	_ = paymentFields
+	// paymentDescProvider is the schema descriptor for provider field.
+	paymentDescProvider := paymentFields[1].Descriptor()
+	// payment.ProviderValidator is a validator for the "provider" field. It is called by the builders before save.
+	payment.ProviderValidator = paymentDescProvider.Validators[0].(func(string) error)
+	// paymentDescExternalID is the schema descriptor for external_id field.
+	paymentDescExternalID := paymentFields[2].Descriptor()
+	// payment.ExternalIDValidator is a validator for the "external_id" field. It is called by the builders before save.
+	payment.ExternalIDValidator = paymentDescExternalID.Validators[0].(func(string) error)
+	// paymentDescCustomerID is the schema descriptor for customer_id field.
+	paymentDescCustomerID := paymentFields[3].Descriptor()
+	// payment.DefaultCustomerID holds the default value on creation for the customer_id field.
+	payment.DefaultCustomerID = paymentDescCustomerID.Default.(string)
+	// paymentDescAmount is the schema descriptor for amount field.
+	paymentDescAmount := paymentFields[4].Descriptor()
+	// payment.DefaultAmount holds the default value on creation for the amount field.
+	payment.DefaultAmount = paymentDescAmount.Default.(int64)
+	// paymentDescAmountRefunded is the schema descriptor for amount_refunded field.
+	paymentDescAmountRefunded := paymentFields[5].Descriptor()
+	// payment.DefaultAmountRefunded holds the default value on creation for the amount_refunded field.
+	payment.DefaultAmountRefunded = paymentDescAmountRefunded.Default.(int64)
+	// paymentDescCurrency is the schema descriptor for currency field.
+	paymentDescCurrency := paymentFields[6].Descriptor()
+	// payment.DefaultCurrency holds the default value on creation for the currency field.
+	payment.DefaultCurrency = paymentDescCurrency.Default.(string)
+	// paymentDescVersion is the schema descriptor for version field.
+	paymentDescVersion := paymentFields[8].Descriptor()
+	// payment.DefaultVersion holds the default value on creation for the version field.
+	payment.DefaultVersion = paymentDescVersion.Default.(int64)
+	// paymentDescCreatedAt is the schema descriptor for created_at field.
+	paymentDescCreatedAt := paymentFields[9].Descriptor()
+	// payment.DefaultCreatedAt holds the default value on creation for the created_at field.
+	payment.DefaultCreatedAt = paymentDescCreatedAt.Default.(func() time.Time)
+	// paymentDescUpdatedAt is the schema descriptor for updated_at field.
+	paymentDescUpdatedAt := paymentFields[10].Descriptor()
+	// payment.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	payment.DefaultUpdatedAt = paymentDescUpdatedAt.Default.(func() time.Time)
+	// payment.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	payment.UpdateDefaultUpdatedAt = paymentDescUpdatedAt.UpdateDefault.(func() time.Time)
 	subscriptionFields := schema.Subscription{}.Fields()
 	_ = subscriptionFields
 	// subscriptionDescProvider is the schema descriptor for provider field.
@@ -46,6 +113,26 @@ func init() {
 	subscription.DefaultUpdatedAt = subscriptionDescUpdatedAt.Default.(func() time.Time)
 	// subscription.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
 	subscription.UpdateDefaultUpdatedAt = subscriptionDescUpdatedAt.UpdateDefault.(func() time.Time)
+	usagetotalFields := schema.UsageTotal{}.Fields()
+	_ = usagetotalFields
+	// usagetotalDescCustomerID is the schema descriptor for customer_id field.
+	usagetotalDescCustomerID := usagetotalFields[1].Descriptor()
+	// usagetotal.CustomerIDValidator is a validator for the "customer_id" field. It is called by the builders before save.
+	usagetotal.CustomerIDValidator = usagetotalDescCustomerID.Validators[0].(func(string) error)
+	// usagetotalDescMetric is the schema descriptor for metric field.
+	usagetotalDescMetric := usagetotalFields[2].Descriptor()
+	// usagetotal.MetricValidator is a validator for the "metric" field. It is called by the builders before save.
+	usagetotal.MetricValidator = usagetotalDescMetric.Validators[0].(func(string) error)
+	// usagetotalDescQuantity is the schema descriptor for quantity field.
+	usagetotalDescQuantity := usagetotalFields[3].Descriptor()
+	// usagetotal.DefaultQuantity holds the default value on creation for the quantity field.
+	usagetotal.DefaultQuantity = usagetotalDescQuantity.Default.(int64)
+	// usagetotalDescUpdatedAt is the schema descriptor for updated_at field.
+	usagetotalDescUpdatedAt := usagetotalFields[4].Descriptor()
+	// usagetotal.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	usagetotal.DefaultUpdatedAt = usagetotalDescUpdatedAt.Default.(func() time.Time)
+	// usagetotal.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	usagetotal.UpdateDefaultUpdatedAt = usagetotalDescUpdatedAt.UpdateDefault.(func() time.Time)
 	webhookeventFields := schema.WebhookEvent{}.Fields()
 	_ = webhookeventFields
 	// webhookeventDescNamespace is the schema descriptor for namespace field.

@@ -14,8 +14,14 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// GitHubBranch is the client for interacting with the GitHubBranch builders.
+	GitHubBranch *GitHubBranchClient
+	// Payment is the client for interacting with the Payment builders.
+	Payment *PaymentClient
 	// Subscription is the client for interacting with the Subscription builders.
 	Subscription *SubscriptionClient
+	// UsageTotal is the client for interacting with the UsageTotal builders.
+	UsageTotal *UsageTotalClient
 	// WebhookEvent is the client for interacting with the WebhookEvent builders.
 	WebhookEvent *WebhookEventClient
 
@@ -149,7 +155,10 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.GitHubBranch = NewGitHubBranchClient(tx.config)
+	tx.Payment = NewPaymentClient(tx.config)
 	tx.Subscription = NewSubscriptionClient(tx.config)
+	tx.UsageTotal = NewUsageTotalClient(tx.config)
 	tx.WebhookEvent = NewWebhookEventClient(tx.config)
 }
 
@@ -160,7 +169,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: Subscription.QueryXXX(), the query will be executed
+// applies a query, for example: GitHubBranch.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

@@ -9,6 +9,30 @@ import (
 	"github.com/hookledger/hookledger/ent"
 )
 
+// The GitHubBranchFunc type is an adapter to allow the use of ordinary
+// function as GitHubBranch mutator.
+type GitHubBranchFunc func(context.Context, *ent.GitHubBranchMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f GitHubBranchFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.GitHubBranchMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.GitHubBranchMutation", m)
+}
+
+// The PaymentFunc type is an adapter to allow the use of ordinary
+// function as Payment mutator.
+type PaymentFunc func(context.Context, *ent.PaymentMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f PaymentFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.PaymentMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PaymentMutation", m)
+}
+
 // The SubscriptionFunc type is an adapter to allow the use of ordinary
 // function as Subscription mutator.
 type SubscriptionFunc func(context.Context, *ent.SubscriptionMutation) (ent.Value, error)
@@ -19,6 +43,18 @@ func (f SubscriptionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SubscriptionMutation", m)
+}
+
+// The UsageTotalFunc type is an adapter to allow the use of ordinary
+// function as UsageTotal mutator.
+type UsageTotalFunc func(context.Context, *ent.UsageTotalMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f UsageTotalFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.UsageTotalMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.UsageTotalMutation", m)
 }
 
 // The WebhookEventFunc type is an adapter to allow the use of ordinary

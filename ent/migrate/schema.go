@@ -9,6 +9,57 @@ import (
 )
 
 var (
+	// GithubBranchColumns holds the columns for the "github_branch" table.
+	GithubBranchColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "repository", Type: field.TypeString},
+		{Name: "ref", Type: field.TypeString},
+		{Name: "head_sha", Type: field.TypeString},
+		{Name: "deleted", Type: field.TypeBool, Default: false},
+		{Name: "pushed_at", Type: field.TypeInt64},
+		{Name: "delivery_id", Type: field.TypeString, Default: ""},
+		{Name: "updated_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+	}
+	// GithubBranchTable holds the schema information for the "github_branch" table.
+	GithubBranchTable = &schema.Table{
+		Name:       "github_branch",
+		Columns:    GithubBranchColumns,
+		PrimaryKey: []*schema.Column{GithubBranchColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "githubbranch_repository_ref",
+				Unique:  true,
+				Columns: []*schema.Column{GithubBranchColumns[1], GithubBranchColumns[2]},
+			},
+		},
+	}
+	// PaymentColumns holds the columns for the "payment" table.
+	PaymentColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "provider", Type: field.TypeString},
+		{Name: "external_id", Type: field.TypeString},
+		{Name: "customer_id", Type: field.TypeString, Default: ""},
+		{Name: "amount", Type: field.TypeInt64, Default: 0},
+		{Name: "amount_refunded", Type: field.TypeInt64, Default: 0},
+		{Name: "currency", Type: field.TypeString, Default: ""},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"succeeded", "partially_refunded", "refunded"}},
+		{Name: "version", Type: field.TypeInt64, Default: 0},
+		{Name: "created_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+		{Name: "updated_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+	}
+	// PaymentTable holds the schema information for the "payment" table.
+	PaymentTable = &schema.Table{
+		Name:       "payment",
+		Columns:    PaymentColumns,
+		PrimaryKey: []*schema.Column{PaymentColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "payment_provider_external_id",
+				Unique:  true,
+				Columns: []*schema.Column{PaymentColumns[1], PaymentColumns[2]},
+			},
+		},
+	}
 	// SubscriptionColumns holds the columns for the "subscription" table.
 	SubscriptionColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
@@ -32,6 +83,27 @@ var (
 				Name:    "subscription_provider_external_id",
 				Unique:  true,
 				Columns: []*schema.Column{SubscriptionColumns[1], SubscriptionColumns[2]},
+			},
+		},
+	}
+	// UsageTotalColumns holds the columns for the "usage_total" table.
+	UsageTotalColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "customer_id", Type: field.TypeString},
+		{Name: "metric", Type: field.TypeString},
+		{Name: "quantity", Type: field.TypeInt64, Default: 0},
+		{Name: "updated_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+	}
+	// UsageTotalTable holds the schema information for the "usage_total" table.
+	UsageTotalTable = &schema.Table{
+		Name:       "usage_total",
+		Columns:    UsageTotalColumns,
+		PrimaryKey: []*schema.Column{UsageTotalColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "usagetotal_customer_id_metric",
+				Unique:  true,
+				Columns: []*schema.Column{UsageTotalColumns[1], UsageTotalColumns[2]},
 			},
 		},
 	}
@@ -83,14 +155,26 @@ var (
 	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		GithubBranchTable,
+		PaymentTable,
 		SubscriptionTable,
+		UsageTotalTable,
 		WebhookEventTable,
 	}
 )
 
 func init() {
+	GithubBranchTable.Annotation = &entsql.Annotation{
+		Table: "github_branch",
+	}
+	PaymentTable.Annotation = &entsql.Annotation{
+		Table: "payment",
+	}
 	SubscriptionTable.Annotation = &entsql.Annotation{
 		Table: "subscription",
+	}
+	UsageTotalTable.Annotation = &entsql.Annotation{
+		Table: "usage_total",
 	}
 	WebhookEventTable.Annotation = &entsql.Annotation{
 		Table: "webhook_event",

@@ -6,8 +6,17 @@ import (
 	"entgo.io/ent/dialect/sql"
 )
 
+// GitHubBranch is the predicate function for githubbranch builders.
+type GitHubBranch func(*sql.Selector)
+
+// Payment is the predicate function for payment builders.
+type Payment func(*sql.Selector)
+
 // Subscription is the predicate function for subscription builders.
 type Subscription func(*sql.Selector)
+
+// UsageTotal is the predicate function for usagetotal builders.
+type UsageTotal func(*sql.Selector)
 
 // WebhookEvent is the predicate function for webhookevent builders.
 type WebhookEvent func(*sql.Selector)

@@ -9,45 +9,30 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/hookledger/hookledger/ent/webhookevent"
 	"github.com/hookledger/hookledger/modules/dbtest"
 	"github.com/hookledger/hookledger/modules/ledger"
-	"github.com/hookledger/hookledger/modules/metrics"
+	"github.com/hookledger/hookledger/modules/ledgertest"
 )
 
 type fixture struct {
+	*ledgertest.Harness
 	db       *dbtest.DB
 	registry *ledger.Registry
-	river    *river.Client[*sql.Tx]
 	claimer  *ledger.Claimer
 }
 
-// setup gives a test its own database and River client; workers > 0 starts
-// them.
+// setup gives a test its own ledger; workers > 0 starts River workers.
 func setup(t *testing.T, workers int, register func(*ledger.Registry)) *fixture {
 	t.Helper()
-	db := dbtest.New(t)
-	reg := ledger.NewRegistry()
-	if register != nil {
-		register(reg)
-	}
-	client, err := ledger.NewRiver(db.SQL, db.Listener(t), ledger.RiverOptions{
-		Workers: workers, Registry: reg, Logger: zaptest.NewLogger(t), Metrics: metrics.New(),
+	h := ledgertest.New(t, workers, func(h *ledgertest.Harness) {
+		if register != nil {
+			register(h.Registry)
+		}
 	})
-	require.NoError(t, err)
-	if workers > 0 {
-		ctx, cancel := context.WithCancel(context.Background())
-		require.NoError(t, client.Start(ctx))
-		t.Cleanup(func() {
-			cancel()
-			<-client.Stopped()
-		})
-	}
-	return &fixture{db: db, registry: reg, river: client, claimer: &ledger.Claimer{DB: db.SQL, River: client}}
+	return &fixture{Harness: h, db: h.DB, registry: h.Registry, claimer: h.Claimer}
 }
 
 func claimOf(id, typ string) ledger.Claim {
@@ -60,15 +45,8 @@ func claimOf(id, typ string) ledger.Claim {
 
 func (f *fixture) status(t *testing.T, id string) (string, int, sql.NullString) {
 	t.Helper()
-	var (
-		status   string
-		attempts int
-		lastErr  sql.NullString
-	)
-	err := f.db.SQL.QueryRow(`SELECT status, attempts, last_error FROM webhook_event WHERE namespace = 'stripe' AND event_id = $1`, id).
-		Scan(&status, &attempts, &lastErr)
-	require.NoError(t, err)
-	return status, attempts, lastErr
+	r := f.Row(t, "stripe", id)
+	return r.Status, r.Attempts, r.LastError
 }
 
 func TestClaimOnceUnderConcurrency(t *testing.T) {

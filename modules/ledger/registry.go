@@ -2,10 +2,15 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // Event is a claimed ledger row as a handler sees it.
@@ -28,11 +33,20 @@ type Event struct {
 // Permanent when retrying cannot help.
 type HandlerFunc func(ctx context.Context, tx *Tx, ev *Event) error
 
-// Registry maps (provider, event type) to the handlers that apply it.
-// Register every handler before the workers start; it is read-only after.
+// Registry is what modules register into: event handlers by (provider,
+// event type), River workers for their own job kinds, and, once the River
+// client exists, the way to insert those jobs inside the apply transaction.
+// Register everything before the workers start; it is read-only after.
 type Registry struct {
 	exact    map[string][]HandlerFunc
 	families []family
+	workers  *river.Workers
+	jobs     JobInserter
+}
+
+// JobInserter inserts a River job inside a transaction; *river.Client is one.
+type JobInserter interface {
+	InsertTx(ctx context.Context, tx *sql.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
 }
 
 type family struct {
@@ -42,7 +56,24 @@ type family struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{exact: map[string][]HandlerFunc{}}
+	return &Registry{exact: map[string][]HandlerFunc{}, workers: river.NewWorkers()}
+}
+
+// Workers is where modules add the workers of their own job kinds.
+func (r *Registry) Workers() *river.Workers { return r.workers }
+
+// BindJobs sets the inserter InsertTx uses; NewRiver binds its client.
+func (r *Registry) BindJobs(j JobInserter) { r.jobs = j }
+
+// InsertTx inserts a job in tx, so that it commits, or not, with the apply.
+func (r *Registry) InsertTx(ctx context.Context, tx *Tx, args river.JobArgs, opts *river.InsertOpts) error {
+	if r.jobs == nil {
+		return errors.New("ledger: registry has no River client bound")
+	}
+	if _, err := r.jobs.InsertTx(ctx, tx.Tx, args, opts); err != nil {
+		return fmt.Errorf("insert %s job: %w", args.Kind(), err)
+	}
+	return nil
 }
 
 // Handle registers fn for provider's events of type pattern. A pattern

@@ -25,13 +25,14 @@ type RiverOptions struct {
 	Registry     *Registry
 	Logger       *zap.Logger
 	Metrics      *metrics.Set
-	AddWorkers   func(*river.Workers)
 	PeriodicJobs []*river.PeriodicJob
 }
 
 // NewRiver builds River on db, the *sql.DB view of the process's pgx pool,
 // so that jobs insert and complete inside ent's transactions. listener is a
-// pool of its own for LISTEN (MaxConns 1); nil polls instead.
+// pool of its own for LISTEN (MaxConns 1); nil polls instead. The client
+// works the apply job and every worker modules added to the registry, and
+// is bound to the registry for the jobs handlers insert.
 func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client[*sql.Tx], error) {
 	driver := riverdatabasesql.New(db)
 	if listener != nil {
@@ -45,11 +46,10 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 		PollOnly:             listener == nil,
 	}
 	if o.Workers > 0 {
-		workers := river.NewWorkers()
-		river.AddWorker(workers, &ApplyWorker{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics})
-		if o.AddWorkers != nil {
-			o.AddWorkers(workers)
-		}
+		workers := o.Registry.Workers()
+		// A registry serves one client at a time; a second client on it
+		// reuses the apply worker already there.
+		_ = river.AddWorkerSafely(workers, &ApplyWorker{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics})
 		cfg.Workers = workers
 		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}}
 		cfg.ErrorHandler = &errorHandler{db: db, logger: o.Logger.Named("river")}
@@ -59,6 +59,7 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
+	o.Registry.BindJobs(client)
 	return client, nil
 }
 

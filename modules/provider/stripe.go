@@ -112,3 +112,17 @@ func parseStripe(_ http.Header, body []byte) (Event, error) {
 	}
 	return out, nil
 }
+
+// StripeID reads an id that Stripe sends as a string or, expanded, as an
+// object with an id; it is "" for null.
+func StripeID(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var o struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(raw, &o)
+	return o.ID
+}

@@ -14,6 +14,7 @@ import (
 	entsub "github.com/hookledger/hookledger/ent/subscription"
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/metrics"
+	"github.com/hookledger/hookledger/modules/provider"
 )
 
 // Config holds the module's dependencies.
@@ -148,7 +149,7 @@ func (m *module) applyStripe(ctx context.Context, tx *ledger.Tx, ev *ledger.Even
 	s := State{
 		Provider:   "stripe",
 		ExternalID: obj.ID,
-		CustomerID: objectID(obj.Customer),
+		CustomerID: provider.StripeID(obj.Customer),
 		Plan:       plan,
 		Status:     status,
 		Version:    se.Created,
@@ -244,18 +245,4 @@ func Rank(status, eventType string) int {
 		typeRank = 2
 	}
 	return statusRank[status]*10 + typeRank
-}
-
-// objectID reads an id that Stripe sends as a string or, expanded, as an
-// object with an id.
-func objectID(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var o struct {
-		ID string `json:"id"`
-	}
-	_ = json.Unmarshal(raw, &o)
-	return o.ID
 }

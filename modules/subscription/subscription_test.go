@@ -9,32 +9,26 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/hookledger/hookledger/ent"
 	entsub "github.com/hookledger/hookledger/ent/subscription"
-	"github.com/hookledger/hookledger/modules/dbtest"
 	"github.com/hookledger/hookledger/modules/ledger"
+	"github.com/hookledger/hookledger/modules/ledgertest"
 	"github.com/hookledger/hookledger/modules/metrics"
 	"github.com/hookledger/hookledger/modules/subscription"
 )
 
 type fixture struct {
-	db      *dbtest.DB
-	reg     *ledger.Registry
-	claimer *ledger.Claimer
+	*ledgertest.Harness
 	metrics *metrics.Set
 }
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	db := dbtest.New(t)
-	m := metrics.New()
-	reg := ledger.NewRegistry()
-	subscription.Register(reg, subscription.Config{Metrics: m})
-	client, err := ledger.NewRiver(db.SQL, nil, ledger.RiverOptions{Registry: reg, Logger: zaptest.NewLogger(t), Metrics: m})
-	require.NoError(t, err)
-	return &fixture{db: db, reg: reg, claimer: &ledger.Claimer{DB: db.SQL, River: client}, metrics: m}
+	h := ledgertest.New(t, 0, func(h *ledgertest.Harness) {
+		subscription.Register(h.Registry, subscription.Config{Metrics: h.Metrics})
+	})
+	return &fixture{Harness: h, metrics: h.Metrics}
 }
 
 // deliver claims a Stripe event and applies it, as the worker would.
@@ -42,18 +36,7 @@ func (f *fixture) deliver(t *testing.T, body []byte) error {
 	t.Helper()
 	var ev struct{ ID, Type string }
 	require.NoError(t, json.Unmarshal(body, &ev))
-	return f.deliverAs(t, "stripe", ev.ID, ev.Type, body)
-}
-
-func (f *fixture) deliverAs(t *testing.T, provider, id, typ string, body []byte) error {
-	t.Helper()
-	ctx := context.Background()
-	_, err := f.claimer.Claim(ctx, ledger.Claim{Namespace: provider, EventID: id, Provider: provider, Source: provider, Type: typ, Payload: body})
-	require.NoError(t, err)
-	return ledger.InTx(ctx, f.db.SQL, func(tx *ledger.Tx) error {
-		_, _, err := ledger.Apply(ctx, tx, f.reg, ledger.ApplyArgs{Namespace: provider, EventID: id})
-		return err
-	})
+	return f.Deliver(t, "stripe", ev.ID, ev.Type, body)
 }
 
 func (f *fixture) sub(t *testing.T, id string) *ent.Subscription {
@@ -63,7 +46,7 @@ func (f *fixture) sub(t *testing.T, id string) *ent.Subscription {
 
 func (f *fixture) subOf(t *testing.T, provider, id string) *ent.Subscription {
 	t.Helper()
-	client := f.db.Ent()
+	client := f.DB.Ent()
 	s, err := client.Subscription.Query().Where(entsub.Provider(provider), entsub.ExternalID(id)).Only(context.Background())
 	require.NoError(t, err)
 	return s
@@ -191,7 +174,7 @@ func TestPaddleOutOfOrder(t *testing.T) {
 			EventType string `json:"event_type"`
 		}
 		require.NoError(t, json.Unmarshal(body, &ev))
-		require.NoError(t, f.deliverAs(t, "paddle", ev.EventID, ev.EventType, body))
+		require.NoError(t, f.Deliver(t, "paddle", ev.EventID, ev.EventType, body))
 	}
 	s := f.subOf(t, "paddle", "sub_01gyssnczp81czs49zcprm6hfv")
 	require.Equal(t, int64(1700835126640975), s.Version, "occurred_at of the later event, in microseconds")
