@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
+	"riverqueue.com/riverui"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ent"
@@ -51,6 +52,7 @@ type App struct {
 	metrics  *metrics.Set
 	registry *ledger.Registry
 	engine   *gin.Engine
+	riverUI  *riverui.Handler
 }
 
 // New connects to the database and builds everything role needs. Close
@@ -75,10 +77,11 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 	}
 	var err error
 	a.river, err = ledger.NewRiver(a.db, a.listener, ledger.RiverOptions{
-		Workers:  workers,
-		Registry: a.registry,
-		Logger:   log,
-		Metrics:  a.metrics,
+		Workers:   workers,
+		Registry:  a.registry,
+		Logger:    log,
+		Metrics:   a.metrics,
+		Retention: cfg.Retention,
 	})
 	if err != nil {
 		a.Close()
@@ -173,6 +176,12 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		if err := a.river.Start(context.WithoutCancel(ctx)); err != nil {
 			ln.Close()
 			return fmt.Errorf("start workers: %w", err)
+		}
+	}
+	if a.riverUI != nil {
+		if err := a.riverUI.Start(ctx); err != nil {
+			ln.Close()
+			return fmt.Errorf("start River UI: %w", err)
 		}
 	}
 	srv := &http.Server{

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hookledger/hookledger/app"
@@ -35,7 +36,12 @@ type server struct {
 // adds to or overrides the defaults.
 func start(t *testing.T, env map[string]string) *server {
 	t.Helper()
-	db := dbtest.New(t)
+	return startOn(t, dbtest.New(t), env, config.RoleAll)
+}
+
+// startOn boots one process of the given role on db.
+func startOn(t *testing.T, db *dbtest.DB, env map[string]string, role config.Role) *server {
+	t.Helper()
 	vars := map[string]string{
 		"DATABASE_URL":          db.URL,
 		"STRIPE_WEBHOOK_SECRET": "whsec_other_secret," + secret,
@@ -47,7 +53,7 @@ func start(t *testing.T, env map[string]string) *server {
 	cfg, err := config.FromEnv(func(k string) string { return vars[k] })
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg, zaptest.NewLogger(t), config.RoleAll)
+	a, err := app.New(ctx, cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), role)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -28,6 +28,10 @@ Usage:
   hookledger migrate up|down [--all]|status    run the embedded migrations
   hookledger verify --provider P --secret S [--header 'Name: value']... --body-file F [--at UNIX] [--tolerance D]
                                                check one delivery's signature offline (exit 0 valid, 1 invalid, 2 usage)
+  hookledger events list [--status S] [--source S] [--type T] [--since T] [--until T] [--limit N] [--json]
+  hookledger events show EVENT_ID [--namespace NS]
+  hookledger events requeue EVENT_ID | [--status failed] | --force [--since T] [--until T] [--type T] [--dry-run]
+  hookledger prune [--dry-run]                 delete settled events older than RETENTION
   hookledger dev                               serve against a local PostgreSQL, for development
   hookledger send [--url URL] [--type T]       send one signed Stripe test event
   hookledger devdb                             print the URL of the development database
@@ -53,6 +57,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdSend(ctx, rest, stdout, stderr)
 	case "verify":
 		err = cmdVerify(ctx, rest, stdout, stderr)
+	case "events":
+		err = cmdEvents(ctx, rest, stdout, stderr)
+	case "prune":
+		err = cmdPrune(ctx, rest, stdout, stderr)
 	case "devdb":
 		err = cmdDevDB(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":

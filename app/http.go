@@ -2,14 +2,18 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"riverqueue.com/riverui"
 
+	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/migrations"
+	"github.com/hookledger/hookledger/modules/admin"
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/receiver"
 	"github.com/hookledger/hookledger/modules/web"
@@ -27,7 +31,27 @@ func (a *App) buildHTTP() error {
 
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", a.readyz)
+	a.metrics.Registry.MustRegister(ledger.NewCollector(a.db))
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{})))
+
+	if token := a.cfg.AdminToken.Reveal(); token != "" {
+		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+			Endpoints: riverui.NewEndpoints(a.river, nil),
+			Logger:    ledger.SlogLogger(a.log.Named("riverui")),
+			Prefix:    "/riverui",
+		})
+		if err != nil {
+			return fmt.Errorf("River UI: %w", err)
+		}
+		a.riverUI = ui
+		names := make([]string, len(a.cfg.Sources))
+		for i, s := range a.cfg.Sources {
+			names[i] = s.Name
+		}
+		admin.Routes(e, admin.Config{
+			Token: token, DB: a.db, Ent: a.ent, Jobs: a.river, Metrics: a.metrics, Sources: names, RiverUI: ui,
+		})
+	}
 
 	if a.role.TakesWebhooks() {
 		sources, err := a.sources()
@@ -36,7 +60,8 @@ func (a *App) buildHTTP() error {
 		}
 		receiver.Routes(e, receiver.Config{
 			Sources:      sources,
-			Claimer:      &ledger.Claimer{DB: a.db, River: a.river, LogOnly: a.cfg.ClaimMode == "log-only"},
+			Claimer:      &ledger.Claimer{DB: a.db, River: a.river, LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly},
+			LogOnly:      a.cfg.ClaimMode == config.ClaimLogOnly,
 			MaxBodyBytes: a.cfg.MaxBodyBytes,
 			ClaimTimeout: a.cfg.ClaimTimeout,
 			ReplayToken:  a.cfg.ReplayToken.Reveal(),

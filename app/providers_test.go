@@ -189,3 +189,10 @@ sources:
 	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE namespace = 'stripe' AND source = 'stripe'`))
 	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE namespace = 'stripe-other' AND source = 'stripe-other'`))
 }
+
+func standardSigned(t *testing.T, id string, body []byte) http.Header {
+	t.Helper()
+	h, err := provider.Standard.Sign(providerSecrets["standard"], provider.Delivery{ID: id, Body: body})
+	require.NoError(t, err)
+	return h
+}

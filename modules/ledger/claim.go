@@ -76,7 +76,9 @@ func (c *Claimer) Claim(ctx context.Context, in Claim) (bool, error) {
 		default:
 			return fmt.Errorf("claim %s/%s: %w", in.Namespace, in.EventID, err)
 		}
-		args := ApplyArgs{Namespace: in.Namespace, EventID: in.EventID, Force: !claimed}
+		// Under log-only every delivery is applied, settled or not, as a
+		// receiver without a ledger would.
+		args := ApplyArgs{Namespace: in.Namespace, EventID: in.EventID, Force: c.LogOnly}
 		if _, err := c.River.InsertTx(ctx, tx.Tx, args, nil); err != nil {
 			return fmt.Errorf("enqueue apply of %s/%s: %w", in.Namespace, in.EventID, err)
 		}

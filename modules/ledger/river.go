@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -21,11 +22,13 @@ import (
 type RiverOptions struct {
 	// Workers is the apply concurrency; 0 makes an insert-only client that
 	// works no jobs (serve --role=http, the CLI).
-	Workers      int
-	Registry     *Registry
-	Logger       *zap.Logger
-	Metrics      *metrics.Set
-	PeriodicJobs []*river.PeriodicJob
+	Workers  int
+	Registry *Registry
+	Logger   *zap.Logger
+	Metrics  *metrics.Set
+	// Retention > 0 prunes settled ledger rows older than it, hourly, on
+	// the elected leader.
+	Retention time.Duration
 }
 
 // NewRiver builds River on db, the *sql.DB view of the process's pgx pool,
@@ -53,7 +56,10 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 		cfg.Workers = workers
 		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}}
 		cfg.ErrorHandler = &errorHandler{db: db, logger: o.Logger.Named("river")}
-		cfg.PeriodicJobs = o.PeriodicJobs
+		if o.Retention > 0 {
+			_ = river.AddWorkerSafely(workers, &PruneWorker{DB: db, Retention: o.Retention, Logger: o.Logger.Named("prune")})
+			cfg.PeriodicJobs = []*river.PeriodicJob{PrunePeriodically(time.Hour)}
+		}
 	}
 	client, err := river.NewClient(driver, cfg)
 	if err != nil {

@@ -42,3 +42,8 @@ type txDriver struct{ entsql.Conn }
 func (d txDriver) Tx(context.Context) (dialect.Tx, error) { return dialect.NopTx(d), nil }
 func (txDriver) Close() error                             { return nil }
 func (txDriver) Dialect() string                          { return dialect.Postgres }
+
+// entClient is an ent client on db.
+func entClient(db *sql.DB) *ent.Client {
+	return ent.NewClient(ent.Driver(entsql.OpenDB(dialect.Postgres, db)))
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hookledger/hookledger/modules/dbtest"
@@ -38,7 +39,7 @@ func New(t testing.TB, workers int, register func(h *Harness)) *Harness {
 		register(h)
 	}
 	client, err := ledger.NewRiver(db.SQL, db.Listener(t), ledger.RiverOptions{
-		Workers: workers, Registry: h.Registry, Logger: zaptest.NewLogger(t), Metrics: h.Metrics,
+		Workers: workers, Registry: h.Registry, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Metrics: h.Metrics,
 	})
 	require.NoError(t, err)
 	h.River = client

@@ -31,12 +31,17 @@ type Set struct {
 	StaleSkipped *prometheus.CounterVec
 	VersionTies  *prometheus.CounterVec
 	WouldSkip    *prometheus.CounterVec
+
+	// Duplicates counts this process\'s duplicate deliveries per source over
+	// the last hour and day, for /admin/stats.
+	Duplicates *Recent
 }
 
 // New registers a fresh Set, with Go runtime and process collectors.
 func New() *Set {
 	s := &Set{
-		Registry: prometheus.NewRegistry(),
+		Registry:   prometheus.NewRegistry(),
+		Duplicates: NewRecent(),
 		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookledger_deliveries_total",
 			Help: "Webhook deliveries by configured source and outcome.",

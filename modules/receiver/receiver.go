@@ -50,7 +50,10 @@ type Config struct {
 	MaxBodyBytes int64
 	ClaimTimeout time.Duration
 	ReplayToken  string
-	Metrics      *metrics.Set
+	// LogOnly is CLAIM_MODE=log-only: duplicates are logged as "would skip"
+	// and applied again (the claimer enqueues them).
+	LogOnly bool
+	Metrics *metrics.Set
 	// NowFunc is the clock for timestamp checks; time.Now when nil.
 	NowFunc func() time.Time
 }
@@ -146,7 +149,13 @@ func (h *handler) receive(c *gin.Context) {
 		log.Debug("event claimed", zap.Bool("replayed", claim.Replayed))
 		h.answer(c, src.Name, metrics.OutcomeClaimed, http.StatusOK, Response{Status: "claimed", EventID: ev.ID})
 	case err == nil:
-		log.Info("duplicate delivery", zap.Bool("replayed", claim.Replayed))
+		h.cfg.Metrics.Duplicates.Add(src.Name)
+		if h.cfg.LogOnly {
+			h.cfg.Metrics.WouldSkip.WithLabelValues(src.Name).Inc()
+			log.Warn("duplicate delivery: would skip; applying again (CLAIM_MODE=log-only)", zap.Bool("replayed", claim.Replayed))
+		} else {
+			log.Info("duplicate delivery", zap.Bool("replayed", claim.Replayed))
+		}
 		h.answer(c, src.Name, metrics.OutcomeDuplicate, http.StatusOK, Response{Status: "duplicate", EventID: ev.ID})
 	case ledger.IsBadData(err):
 		log.Info("payload refused by the database", zap.Error(err))

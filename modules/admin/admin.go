@@ -1,0 +1,280 @@
+package admin
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+
+	"github.com/hookledger/hookledger/ent"
+	"github.com/hookledger/hookledger/modules/ledger"
+	"github.com/hookledger/hookledger/modules/metrics"
+	"github.com/hookledger/hookledger/modules/web"
+)
+
+// Config holds the module's dependencies.
+type Config struct {
+	Token   string
+	DB      *sql.DB
+	Ent     *ent.Client
+	Jobs    ledger.JobRetrier
+	Metrics *metrics.Set
+	// Sources are the configured source names, listed in stats even before
+	// their first duplicate.
+	Sources []string
+	// RiverUI is River's UI handler, served under /riverui/.
+	RiverUI http.Handler
+}
+
+// Routes lists every route the module serves, all behind the token.
+func Routes(r gin.IRouter, cfg Config) {
+	h := &handler{cfg: cfg}
+	auth := Auth(cfg.Token)
+	g := r.Group("/admin", auth)
+	g.GET("/events", h.list)
+	g.GET("/events/:event_id", h.show)
+	g.POST("/events/:event_id/requeue", h.requeueOne)
+	g.POST("/events/requeue", h.requeueMany)
+	g.GET("/stats", h.stats)
+	if cfg.RiverUI != nil {
+		r.GET("/riverui", auth, func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/riverui/") })
+		r.Any("/riverui/*path", auth, gin.WrapH(cfg.RiverUI))
+	}
+}
+
+// Auth accepts "Authorization: Bearer <token>" or HTTP basic auth with the
+// token as password (for browsers), compared in constant time; anything
+// else gets 401 with a Basic challenge.
+func Auth(token string) gin.HandlerFunc {
+	want := sha256.Sum256([]byte(token))
+	return func(c *gin.Context) {
+		var got string
+		if bearer, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer "); ok {
+			got = bearer
+		} else if _, pass, ok := c.Request.BasicAuth(); ok {
+			got = pass
+		}
+		sum := sha256.Sum256([]byte(got))
+		if got == "" || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			c.Header("WWW-Authenticate", `Basic realm="hookledger"`)
+			c.AbortWithStatusJSON(http.StatusUnauthorized, gin.H{"error": "admin token required"})
+			return
+		}
+		c.Next()
+	}
+}
+
+type handler struct{ cfg Config }
+
+// Event is the JSON shape of a ledger row.
+type Event struct {
+	EventID    string          `json:"event_id"`
+	Namespace  string          `json:"namespace"`
+	Source     string          `json:"source"`
+	EventType  string          `json:"event_type"`
+	Status     string          `json:"status"`
+	Attempts   int             `json:"attempts"`
+	LastError  *string         `json:"last_error"`
+	ReceivedAt time.Time       `json:"received_at"`
+	SettledAt  *time.Time      `json:"settled_at"`
+	Replayed   bool            `json:"replayed"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+}
+
+// EventOf converts a ledger row; withPayload adds the payload.
+func EventOf(r *ent.WebhookEvent, withPayload bool) Event {
+	e := Event{
+		EventID: r.EventID, Namespace: r.Namespace, Source: r.Source, EventType: r.EventType,
+		Status: string(r.Status), Attempts: r.Attempts, LastError: r.LastError,
+		ReceivedAt: r.ReceivedAt.UTC(), Replayed: r.Replayed,
+	}
+	if r.SettledAt != nil {
+		t := r.SettledAt.UTC()
+		e.SettledAt = &t
+	}
+	if withPayload {
+		e.Payload = r.Payload
+	}
+	return e
+}
+
+func badRequest(c *gin.Context, msg string) {
+	c.JSON(http.StatusBadRequest, gin.H{"error": msg})
+}
+
+// filter reads the list filters shared by list and requeue.
+func filter(c *gin.Context) (ledger.Filter, bool) {
+	f := ledger.Filter{Namespace: c.Query("namespace"), Status: c.Query("status"), Source: c.Query("source"), Type: c.Query("type")}
+	if f.Status != "" && !ledger.ValidStatus(f.Status) {
+		badRequest(c, "status: want claimed, processing, settled or failed")
+		return f, false
+	}
+	var err error
+	if f.Since, err = parseTime(c.Query("since")); err != nil {
+		badRequest(c, "since: want an RFC 3339 time")
+		return f, false
+	}
+	if f.Until, err = parseTime(c.Query("until")); err != nil {
+		badRequest(c, "until: want an RFC 3339 time")
+		return f, false
+	}
+	return f, true
+}
+
+func (h *handler) list(c *gin.Context) {
+	f, ok := filter(c)
+	if !ok {
+		return
+	}
+	f.Limit = 50
+	var err error
+	if v := c.Query("limit"); v != "" {
+		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit < 1 || f.Limit > 500 {
+			badRequest(c, "limit: want 1 to 500")
+			return
+		}
+	}
+	if v := c.Query("after"); v != "" {
+		if f.After, err = strconv.ParseInt(v, 10, 64); err != nil || f.After <= 0 {
+			badRequest(c, "after: pass back the next value of the previous page")
+			return
+		}
+	}
+	rows, next, err := ledger.List(c.Request.Context(), h.cfg.Ent, f)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	events := make([]Event, len(rows))
+	for i, r := range rows {
+		events[i] = EventOf(r, false)
+	}
+	cursor := ""
+	if next > 0 {
+		cursor = strconv.FormatInt(next, 10)
+	}
+	c.JSON(http.StatusOK, gin.H{"events": events, "next": cursor})
+}
+
+func (h *handler) show(c *gin.Context) {
+	row, ok := h.find(c)
+	if !ok {
+		return
+	}
+	job, err := ledger.FindJob(c.Request.Context(), h.cfg.DB, row.Namespace, row.EventID)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"event": EventOf(row, true), "job": job})
+}
+
+func (h *handler) find(c *gin.Context) (*ent.WebhookEvent, bool) {
+	row, err := ledger.Find(c.Request.Context(), h.cfg.Ent, c.Query("namespace"), c.Param("event_id"))
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		c.JSON(http.StatusNotFound, gin.H{"error": "event not found"})
+		return nil, false
+	case errors.Is(err, ledger.ErrAmbiguous):
+		c.JSON(http.StatusConflict, gin.H{"error": err.Error()})
+		return nil, false
+	case err != nil:
+		h.fail(c, err)
+		return nil, false
+	}
+	return row, true
+}
+
+func (h *handler) requeueOne(c *gin.Context) {
+	row, ok := h.find(c)
+	if !ok {
+		return
+	}
+	res, err := ledger.Requeue(c.Request.Context(), h.cfg.DB, h.cfg.Jobs, row.Namespace, row.EventID, c.Query("force") == "true")
+	switch {
+	case errors.Is(err, ledger.ErrSettled):
+		c.JSON(http.StatusConflict, gin.H{"error": err.Error()})
+	case err != nil:
+		h.fail(c, err)
+	default:
+		n := 1
+		if res == ledger.RequeueRunning {
+			n = 0
+		}
+		c.JSON(http.StatusOK, gin.H{"requeued": n, "result": res})
+	}
+}
+
+func (h *handler) requeueMany(c *gin.Context) {
+	f, ok := filter(c)
+	if !ok {
+		return
+	}
+	force := c.Query("force") == "true"
+	if f.Status == "" {
+		f.Status = "failed"
+	}
+	if f.Status != "failed" && !(f.Status == "settled" && force) {
+		badRequest(c, "status: failed, or settled with force=true")
+		return
+	}
+	n, err := ledger.RequeueMatching(c.Request.Context(), h.cfg.DB, h.cfg.Jobs, f, force, c.Query("dry_run") == "true")
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"requeued": n})
+}
+
+// Rate is a source's duplicates seen by this process.
+type Rate struct {
+	LastHour int64 `json:"last_hour"`
+	LastDay  int64 `json:"last_day"`
+}
+
+func (h *handler) stats(c *gin.Context) {
+	ctx := c.Request.Context()
+	byStatus, err := ledger.CountByStatus(ctx, h.cfg.DB)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	oldest, err := ledger.OldestPending(ctx, h.cfg.DB)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	names := append(append([]string{}, h.cfg.Sources...), h.cfg.Metrics.Duplicates.Keys()...)
+	sort.Strings(names)
+	dups := map[string]Rate{}
+	for _, n := range names {
+		hour, day := h.cfg.Metrics.Duplicates.Counts(n)
+		dups[n] = Rate{LastHour: hour, LastDay: day}
+	}
+	c.JSON(http.StatusOK, gin.H{
+		"by_status":              byStatus,
+		"duplicates":             dups,
+		"oldest_pending_seconds": int64(oldest.Seconds()),
+	})
+}
+
+func (h *handler) fail(c *gin.Context, err error) {
+	web.Logger(c).Error("admin request failed", zap.Error(err))
+	c.JSON(http.StatusInternalServerError, gin.H{"error": "internal error"})
+}
+
+func parseTime(v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	return time.Parse(time.RFC3339Nano, v)
+}

@@ -1,0 +1,91 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+	"go.uber.org/zap"
+)
+
+// PruneBatch is how many rows one prune statement deletes: small enough
+// that no statement holds its locks for long.
+const PruneBatch = 1000
+
+// PruneReport says what Prune found or did.
+type PruneReport struct {
+	Rows   int64     `json:"rows"`
+	Oldest time.Time `json:"oldest,omitempty"`
+	Cutoff time.Time `json:"cutoff"`
+}
+
+// Prune deletes settled rows received before now-retention, in batches of
+// PruneBatch, each its own statement; rows a claim or apply holds are
+// skipped and taken next time. With dryRun it only counts them.
+func Prune(ctx context.Context, db *sql.DB, retention time.Duration, dryRun bool) (PruneReport, error) {
+	r := PruneReport{Cutoff: time.Now().Add(-retention)}
+	if dryRun {
+		var oldest sql.NullTime
+		err := db.QueryRowContext(ctx, `SELECT count(*), min(received_at) FROM webhook_event WHERE status = 'settled' AND received_at < $1`,
+			r.Cutoff).Scan(&r.Rows, &oldest)
+		if err != nil {
+			return r, fmt.Errorf("count prunable rows: %w", err)
+		}
+		r.Oldest = oldest.Time
+		return r, nil
+	}
+	for {
+		res, err := db.ExecContext(ctx, `
+			DELETE FROM webhook_event WHERE id IN (
+				SELECT id FROM webhook_event
+				WHERE status = 'settled' AND received_at < $1
+				ORDER BY received_at
+				LIMIT $2
+				FOR UPDATE SKIP LOCKED)`, r.Cutoff, PruneBatch)
+		if err != nil {
+			return r, fmt.Errorf("prune: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		r.Rows += n
+		if n < PruneBatch {
+			return r, nil
+		}
+	}
+}
+
+// PruneArgs is the periodic prune job.
+type PruneArgs struct{}
+
+// Kind names the job in River.
+func (PruneArgs) Kind() string { return "prune_ledger" }
+
+// PruneWorker deletes settled rows past the retention.
+type PruneWorker struct {
+	river.WorkerDefaults[PruneArgs]
+	DB        *sql.DB
+	Retention time.Duration
+	Logger    *zap.Logger
+}
+
+// Work prunes once.
+func (w *PruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
+	r, err := Prune(ctx, w.DB, w.Retention, false)
+	if err != nil {
+		return err
+	}
+	w.Logger.Info("pruned settled ledger rows", zap.Int64("rows", r.Rows), zap.Time("cutoff", r.Cutoff))
+	return nil
+}
+
+// Timeout lets a large backlog of prunable rows finish.
+func (w *PruneWorker) Timeout(*river.Job[PruneArgs]) time.Duration { return 30 * time.Minute }
+
+// PrunePeriodically returns the periodic job that runs PruneWorker every
+// interval on the elected leader, and once at start.
+func PrunePeriodically(interval time.Duration) *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(interval),
+		func() (river.JobArgs, *river.InsertOpts) { return PruneArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true, ID: "prune_ledger"})
+}

@@ -1,0 +1,152 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	entsql "entgo.io/ent/dialect/sql"
+
+	"github.com/hookledger/hookledger/ent"
+	"github.com/hookledger/hookledger/ent/predicate"
+	"github.com/hookledger/hookledger/ent/webhookevent"
+)
+
+// Filter selects ledger rows. Type may end in ".*" for a family.
+type Filter struct {
+	Namespace string
+	Status    string
+	Source    string
+	Type      string
+	Since     time.Time
+	Until     time.Time
+	// After is a keyset cursor: rows older than this id.
+	After int64
+	Limit int
+}
+
+func (f Filter) predicates() []predicate.WebhookEvent {
+	var ps []predicate.WebhookEvent
+	if f.Namespace != "" {
+		ps = append(ps, webhookevent.Namespace(f.Namespace))
+	}
+	if f.Status != "" {
+		ps = append(ps, webhookevent.StatusEQ(webhookevent.Status(f.Status)))
+	}
+	if f.Source != "" {
+		ps = append(ps, webhookevent.Source(f.Source))
+	}
+	if prefix, ok := strings.CutSuffix(f.Type, "*"); ok {
+		ps = append(ps, webhookevent.EventTypeHasPrefix(prefix))
+	} else if f.Type != "" {
+		ps = append(ps, webhookevent.EventType(f.Type))
+	}
+	if !f.Since.IsZero() {
+		ps = append(ps, webhookevent.ReceivedAtGTE(f.Since))
+	}
+	if !f.Until.IsZero() {
+		ps = append(ps, webhookevent.ReceivedAtLT(f.Until))
+	}
+	if f.After > 0 {
+		ps = append(ps, webhookevent.IDLT(f.After))
+	}
+	return ps
+}
+
+// ValidStatus reports whether s is a ledger status.
+func ValidStatus(s string) bool {
+	return webhookevent.StatusValidator(webhookevent.Status(s)) == nil
+}
+
+// List returns matching rows newest first, and the cursor of the next page
+// (0 on the last page).
+func List(ctx context.Context, client *ent.Client, f Filter) ([]*ent.WebhookEvent, int64, error) {
+	limit := min(max(f.Limit, 1), 500)
+	rows, err := client.WebhookEvent.Query().
+		Where(f.predicates()...).
+		Order(webhookevent.ByID(entsql.OrderDesc())).
+		Limit(limit + 1).
+		All(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list events: %w", err)
+	}
+	var next int64
+	if len(rows) > limit {
+		rows = rows[:limit]
+		next = rows[limit-1].ID
+	}
+	return rows, next, nil
+}
+
+// ErrAmbiguous is returned when an event id exists in several namespaces.
+var ErrAmbiguous = errors.New("event id exists in several namespaces")
+
+// ErrNotFound is returned for an unknown event.
+var ErrNotFound = errors.New("event not found")
+
+// Find returns the row of eventID, in namespace when given.
+func Find(ctx context.Context, client *ent.Client, namespace, eventID string) (*ent.WebhookEvent, error) {
+	q := client.WebhookEvent.Query().Where(webhookevent.EventID(eventID))
+	if namespace != "" {
+		q = q.Where(webhookevent.Namespace(namespace))
+	}
+	rows, err := q.Limit(10).All(ctx)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("find %s: %w", eventID, err)
+	case len(rows) == 0:
+		return nil, ErrNotFound
+	case len(rows) > 1:
+		return nil, fmt.Errorf("%w: pass a namespace (%s)", ErrAmbiguous, namespaces(rows))
+	}
+	return rows[0], nil
+}
+
+func namespaces(rows []*ent.WebhookEvent) string {
+	ns := make([]string, len(rows))
+	for i, r := range rows {
+		ns[i] = r.Namespace
+	}
+	return strings.Join(ns, ", ")
+}
+
+// Job is the newest apply job of an event, as River keeps it.
+type Job struct {
+	ID      int64    `json:"id"`
+	State   string   `json:"state"`
+	Attempt int      `json:"attempt"`
+	Errors  []string `json:"errors"`
+}
+
+// querier is a *sql.DB or *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// FindJob returns the newest apply job of an event, or nil when River no
+// longer has one (it prunes finished jobs).
+func FindJob(ctx context.Context, q querier, namespace, eventID string) (*Job, error) {
+	var (
+		j      Job
+		errMsg sql.NullString
+	)
+	err := q.QueryRowContext(ctx, `
+		SELECT id, state, attempt, (SELECT string_agg(e->>'error', E'\n') FROM unnest(errors) AS e)
+		FROM river_job
+		WHERE kind = 'apply_event' AND args->>'namespace' = $1 AND args->>'event_id' = $2
+		ORDER BY id DESC LIMIT 1`, namespace, eventID).Scan(&j.ID, &j.State, &j.Attempt, &errMsg)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find apply job of %s/%s: %w", namespace, eventID, err)
+	}
+	j.Errors = []string{}
+	if errMsg.Valid {
+		j.Errors = strings.Split(errMsg.String, "\n")
+	}
+	return &j, nil
+}
