@@ -29,6 +29,7 @@ import (
 	"github.com/hookledger/hookledger/modules/payment"
 	"github.com/hookledger/hookledger/modules/provider"
 	"github.com/hookledger/hookledger/modules/receiver"
+	"github.com/hookledger/hookledger/modules/replay"
 	"github.com/hookledger/hookledger/modules/subscription"
 	"github.com/hookledger/hookledger/modules/usage"
 )
@@ -100,6 +101,24 @@ func (a *App) registerModules() {
 	payment.Register(a.registry, payment.Config{DB: a.db, Sender: payment.LogSender{Logger: a.log.Named("receipt")}})
 	usage.Register(a.registry)
 	github.Register(a.registry)
+	if a.cfg.ReconcileInterval > 0 {
+		replay.RegisterReconcile(a.registry, replay.ReconcileConfig{
+			DB: a.db, Source: a.source(a.cfg.ReconcileSource, "stripe"),
+			Stripe:   replay.StripeOptions{APIBase: a.cfg.StripeAPIBase, APIKey: a.cfg.StripeAPIKey.Reveal()},
+			Interval: a.cfg.ReconcileInterval, Window: a.cfg.ReconcileWindow, Logger: a.log.Named("reconcile"),
+		})
+	}
+}
+
+// source is the configured source called name, or an unconfigured one of
+// providerName in its default namespace (replay needs no secret).
+func (a *App) source(name, providerName string) *receiver.Source {
+	p, _ := provider.Lookup(providerName)
+	ns := providerName
+	if s, ok := a.cfg.Source(name); ok {
+		ns = s.Namespace
+	}
+	return &receiver.Source{Name: name, Namespace: ns, Provider: p}
 }
 
 func (a *App) openDatabase(ctx context.Context) error {

@@ -28,6 +28,9 @@ Usage:
   hookledger migrate up|down [--all]|status    run the embedded migrations
   hookledger verify --provider P --secret S [--header 'Name: value']... --body-file F [--at UNIX] [--tolerance D]
                                                check one delivery's signature offline (exit 0 valid, 1 invalid, 2 usage)
+  hookledger replay stripe|paddle --since T [--until T] [--types a,b] [--failed-only] [--target URL]
+  hookledger replay github --repo owner/name --hook ID --since T [--dry-run]
+                                               pull missed events back from the provider's API
   hookledger events list [--status S] [--source S] [--type T] [--since T] [--until T] [--limit N] [--json]
   hookledger events show EVENT_ID [--namespace NS]
   hookledger events requeue EVENT_ID | [--status failed] | --force [--since T] [--until T] [--type T] [--dry-run]
@@ -57,6 +60,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdSend(ctx, rest, stdout, stderr)
 	case "verify":
 		err = cmdVerify(ctx, rest, stdout, stderr)
+	case "replay":
+		err = cmdReplay(ctx, rest, stdout, stderr)
 	case "events":
 		err = cmdEvents(ctx, rest, stdout, stderr)
 	case "prune":

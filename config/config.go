@@ -95,8 +95,12 @@ type Config struct {
 	AdminToken   Secret        `json:"admin_token"`
 	Retention    time.Duration `json:"retention"`
 	Workers      int           `json:"workers"`
-	DBMaxConns   int           `json:"db_max_conns"`
-	Sources      []Source      `json:"sources"`
+	// ReconcileInterval > 0 turns on scheduled Stripe reconciliation.
+	ReconcileInterval time.Duration `json:"reconcile_interval"`
+	ReconcileWindow   time.Duration `json:"reconcile_window"`
+	ReconcileSource   string        `json:"reconcile_source"`
+	DBMaxConns        int           `json:"db_max_conns"`
+	Sources           []Source      `json:"sources"`
 	// Disabled lists config-file sources left off for want of a secret.
 	Disabled   []string `json:"disabled,omitempty"`
 	ConfigFile string   `json:"config_file,omitempty"`
@@ -153,6 +157,9 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}
 	c.Workers = intVar(getenv, "WORKERS", DefaultWorkers, fail)
 	c.DBMaxConns = intVar(getenv, "DB_MAX_CONNS", DefaultDBMaxConns, fail)
+	c.ReconcileInterval = durationVar(getenv, "RECONCILE_INTERVAL", 0, fail)
+	c.ReconcileWindow = durationVar(getenv, "RECONCILE_WINDOW", time.Hour, fail)
+	c.ReconcileSource = or(getenv("RECONCILE_SOURCE"), "stripe")
 	c.ClaimTimeout = durationVar(getenv, "CLAIM_TIMEOUT", DefaultClaimTimeout, fail)
 	if c.ClaimTimeout <= 0 {
 		fail("CLAIM_TIMEOUT=%s: want a positive duration such as 2s", c.ClaimTimeout)
@@ -175,6 +182,9 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	case "debug", "info", "warn", "error":
 	default:
 		fail("LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel)
+	}
+	if c.ReconcileInterval > 0 && c.StripeAPIKey == "" {
+		fail("RECONCILE_INTERVAL is set but STRIPE_API_KEY is not: reconciliation reads Stripe's events API")
 	}
 	for _, pe := range providerEnv {
 		secrets := splitSecrets(getenv(pe.env))

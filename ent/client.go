@@ -16,6 +16,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"github.com/hookledger/hookledger/ent/githubbranch"
 	"github.com/hookledger/hookledger/ent/payment"
+	"github.com/hookledger/hookledger/ent/replaywatermark"
 	"github.com/hookledger/hookledger/ent/subscription"
 	"github.com/hookledger/hookledger/ent/usagetotal"
 	"github.com/hookledger/hookledger/ent/webhookevent"
@@ -32,6 +33,8 @@ type Client struct {
 	GitHubBranch *GitHubBranchClient
 	// Payment is the client for interacting with the Payment builders.
 	Payment *PaymentClient
+	// ReplayWatermark is the client for interacting with the ReplayWatermark builders.
+	ReplayWatermark *ReplayWatermarkClient
 	// Subscription is the client for interacting with the Subscription builders.
 	Subscription *SubscriptionClient
 	// UsageTotal is the client for interacting with the UsageTotal builders.
@@ -51,6 +54,7 @@ func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
 	c.GitHubBranch = NewGitHubBranchClient(c.config)
 	c.Payment = NewPaymentClient(c.config)
+	c.ReplayWatermark = NewReplayWatermarkClient(c.config)
 	c.Subscription = NewSubscriptionClient(c.config)
 	c.UsageTotal = NewUsageTotalClient(c.config)
 	c.WebhookEvent = NewWebhookEventClient(c.config)
@@ -144,13 +148,14 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:          ctx,
-		config:       cfg,
-		GitHubBranch: NewGitHubBranchClient(cfg),
-		Payment:      NewPaymentClient(cfg),
-		Subscription: NewSubscriptionClient(cfg),
-		UsageTotal:   NewUsageTotalClient(cfg),
-		WebhookEvent: NewWebhookEventClient(cfg),
+		ctx:             ctx,
+		config:          cfg,
+		GitHubBranch:    NewGitHubBranchClient(cfg),
+		Payment:         NewPaymentClient(cfg),
+		ReplayWatermark: NewReplayWatermarkClient(cfg),
+		Subscription:    NewSubscriptionClient(cfg),
+		UsageTotal:      NewUsageTotalClient(cfg),
+		WebhookEvent:    NewWebhookEventClient(cfg),
 	}, nil
 }
 
@@ -168,13 +173,14 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:          ctx,
-		config:       cfg,
-		GitHubBranch: NewGitHubBranchClient(cfg),
-		Payment:      NewPaymentClient(cfg),
-		Subscription: NewSubscriptionClient(cfg),
-		UsageTotal:   NewUsageTotalClient(cfg),
-		WebhookEvent: NewWebhookEventClient(cfg),
+		ctx:             ctx,
+		config:          cfg,
+		GitHubBranch:    NewGitHubBranchClient(cfg),
+		Payment:         NewPaymentClient(cfg),
+		ReplayWatermark: NewReplayWatermarkClient(cfg),
+		Subscription:    NewSubscriptionClient(cfg),
+		UsageTotal:      NewUsageTotalClient(cfg),
+		WebhookEvent:    NewWebhookEventClient(cfg),
 	}, nil
 }
 
@@ -203,21 +209,23 @@ func (c *Client) Close() error {
 // Use adds the mutation hooks to all the entity clients.
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
-	c.GitHubBranch.Use(hooks...)
-	c.Payment.Use(hooks...)
-	c.Subscription.Use(hooks...)
-	c.UsageTotal.Use(hooks...)
-	c.WebhookEvent.Use(hooks...)
+	for _, n := range []interface{ Use(...Hook) }{
+		c.GitHubBranch, c.Payment, c.ReplayWatermark, c.Subscription, c.UsageTotal,
+		c.WebhookEvent,
+	} {
+		n.Use(hooks...)
+	}
 }
 
 // Intercept adds the query interceptors to all the entity clients.
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
-	c.GitHubBranch.Intercept(interceptors...)
-	c.Payment.Intercept(interceptors...)
-	c.Subscription.Intercept(interceptors...)
-	c.UsageTotal.Intercept(interceptors...)
-	c.WebhookEvent.Intercept(interceptors...)
+	for _, n := range []interface{ Intercept(...Interceptor) }{
+		c.GitHubBranch, c.Payment, c.ReplayWatermark, c.Subscription, c.UsageTotal,
+		c.WebhookEvent,
+	} {
+		n.Intercept(interceptors...)
+	}
 }
 
 // Mutate implements the ent.Mutator interface.
@@ -227,6 +235,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.GitHubBranch.mutate(ctx, m)
 	case *PaymentMutation:
 		return c.Payment.mutate(ctx, m)
+	case *ReplayWatermarkMutation:
+		return c.ReplayWatermark.mutate(ctx, m)
 	case *SubscriptionMutation:
 		return c.Subscription.mutate(ctx, m)
 	case *UsageTotalMutation:
@@ -501,6 +511,139 @@ func (c *PaymentClient) mutate(ctx context.Context, m *PaymentMutation) (Value, 
 		return (&PaymentDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Payment mutation op: %q", m.Op())
+	}
+}
+
+// ReplayWatermarkClient is a client for the ReplayWatermark schema.
+type ReplayWatermarkClient struct {
+	config
+}
+
+// NewReplayWatermarkClient returns a client for the ReplayWatermark from the given config.
+func NewReplayWatermarkClient(c config) *ReplayWatermarkClient {
+	return &ReplayWatermarkClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `replaywatermark.Hooks(f(g(h())))`.
+func (c *ReplayWatermarkClient) Use(hooks ...Hook) {
+	c.hooks.ReplayWatermark = append(c.hooks.ReplayWatermark, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `replaywatermark.Intercept(f(g(h())))`.
+func (c *ReplayWatermarkClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ReplayWatermark = append(c.inters.ReplayWatermark, interceptors...)
+}
+
+// Create returns a builder for creating a ReplayWatermark entity.
+func (c *ReplayWatermarkClient) Create() *ReplayWatermarkCreate {
+	mutation := newReplayWatermarkMutation(c.config, OpCreate)
+	return &ReplayWatermarkCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ReplayWatermark entities.
+func (c *ReplayWatermarkClient) CreateBulk(builders ...*ReplayWatermarkCreate) *ReplayWatermarkCreateBulk {
+	return &ReplayWatermarkCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ReplayWatermarkClient) MapCreateBulk(slice any, setFunc func(*ReplayWatermarkCreate, int)) *ReplayWatermarkCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ReplayWatermarkCreateBulk{err: fmt.Errorf("calling to ReplayWatermarkClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ReplayWatermarkCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ReplayWatermarkCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ReplayWatermark.
+func (c *ReplayWatermarkClient) Update() *ReplayWatermarkUpdate {
+	mutation := newReplayWatermarkMutation(c.config, OpUpdate)
+	return &ReplayWatermarkUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ReplayWatermarkClient) UpdateOne(_m *ReplayWatermark) *ReplayWatermarkUpdateOne {
+	mutation := newReplayWatermarkMutation(c.config, OpUpdateOne, withReplayWatermark(_m))
+	return &ReplayWatermarkUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ReplayWatermarkClient) UpdateOneID(id int64) *ReplayWatermarkUpdateOne {
+	mutation := newReplayWatermarkMutation(c.config, OpUpdateOne, withReplayWatermarkID(id))
+	return &ReplayWatermarkUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ReplayWatermark.
+func (c *ReplayWatermarkClient) Delete() *ReplayWatermarkDelete {
+	mutation := newReplayWatermarkMutation(c.config, OpDelete)
+	return &ReplayWatermarkDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ReplayWatermarkClient) DeleteOne(_m *ReplayWatermark) *ReplayWatermarkDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ReplayWatermarkClient) DeleteOneID(id int64) *ReplayWatermarkDeleteOne {
+	builder := c.Delete().Where(replaywatermark.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ReplayWatermarkDeleteOne{builder}
+}
+
+// Query returns a query builder for ReplayWatermark.
+func (c *ReplayWatermarkClient) Query() *ReplayWatermarkQuery {
+	return &ReplayWatermarkQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeReplayWatermark},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ReplayWatermark entity by its id.
+func (c *ReplayWatermarkClient) Get(ctx context.Context, id int64) (*ReplayWatermark, error) {
+	return c.Query().Where(replaywatermark.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ReplayWatermarkClient) GetX(ctx context.Context, id int64) *ReplayWatermark {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *ReplayWatermarkClient) Hooks() []Hook {
+	return c.hooks.ReplayWatermark
+}
+
+// Interceptors returns the client interceptors.
+func (c *ReplayWatermarkClient) Interceptors() []Interceptor {
+	return c.inters.ReplayWatermark
+}
+
+func (c *ReplayWatermarkClient) mutate(ctx context.Context, m *ReplayWatermarkMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ReplayWatermarkCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ReplayWatermarkUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ReplayWatermarkUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ReplayWatermarkDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ReplayWatermark mutation op: %q", m.Op())
 	}
 }
 
@@ -906,10 +1049,12 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		GitHubBranch, Payment, Subscription, UsageTotal, WebhookEvent []ent.Hook
+		GitHubBranch, Payment, ReplayWatermark, Subscription, UsageTotal,
+		WebhookEvent []ent.Hook
 	}
 	inters struct {
-		GitHubBranch, Payment, Subscription, UsageTotal, WebhookEvent []ent.Interceptor
+		GitHubBranch, Payment, ReplayWatermark, Subscription, UsageTotal,
+		WebhookEvent []ent.Interceptor
 	}
 )
 

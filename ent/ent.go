@@ -14,6 +14,7 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/hookledger/hookledger/ent/githubbranch"
 	"github.com/hookledger/hookledger/ent/payment"
+	"github.com/hookledger/hookledger/ent/replaywatermark"
 	"github.com/hookledger/hookledger/ent/subscription"
 	"github.com/hookledger/hookledger/ent/usagetotal"
 	"github.com/hookledger/hookledger/ent/webhookevent"
@@ -77,11 +78,12 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			githubbranch.Table: githubbranch.ValidColumn,
-			payment.Table:      payment.ValidColumn,
-			subscription.Table: subscription.ValidColumn,
-			usagetotal.Table:   usagetotal.ValidColumn,
-			webhookevent.Table: webhookevent.ValidColumn,
+			githubbranch.Table:    githubbranch.ValidColumn,
+			payment.Table:         payment.ValidColumn,
+			replaywatermark.Table: replaywatermark.ValidColumn,
+			subscription.Table:    subscription.ValidColumn,
+			usagetotal.Table:      usagetotal.ValidColumn,
+			webhookevent.Table:    webhookevent.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

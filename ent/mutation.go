@@ -15,6 +15,7 @@ import (
 	"github.com/hookledger/hookledger/ent/githubbranch"
 	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/predicate"
+	"github.com/hookledger/hookledger/ent/replaywatermark"
 	"github.com/hookledger/hookledger/ent/subscription"
 	"github.com/hookledger/hookledger/ent/usagetotal"
 	"github.com/hookledger/hookledger/ent/webhookevent"
@@ -29,11 +30,12 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeGitHubBranch = "GitHubBranch"
-	TypePayment      = "Payment"
-	TypeSubscription = "Subscription"
-	TypeUsageTotal   = "UsageTotal"
-	TypeWebhookEvent = "WebhookEvent"
+	TypeGitHubBranch    = "GitHubBranch"
+	TypePayment         = "Payment"
+	TypeReplayWatermark = "ReplayWatermark"
+	TypeSubscription    = "Subscription"
+	TypeUsageTotal      = "UsageTotal"
+	TypeWebhookEvent    = "WebhookEvent"
 )
 
 // GitHubBranchMutation represents an operation that mutates the GitHubBranch nodes in the graph.
@@ -1646,6 +1648,446 @@ func (m *PaymentMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *PaymentMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Payment edge %s", name)
+}
+
+// ReplayWatermarkMutation represents an operation that mutates the ReplayWatermark nodes in the graph.
+type ReplayWatermarkMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	source        *string
+	watermark     *time.Time
+	updated_at    *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*ReplayWatermark, error)
+	predicates    []predicate.ReplayWatermark
+}
+
+var _ ent.Mutation = (*ReplayWatermarkMutation)(nil)
+
+// replaywatermarkOption allows management of the mutation configuration using functional options.
+type replaywatermarkOption func(*ReplayWatermarkMutation)
+
+// newReplayWatermarkMutation creates new mutation for the ReplayWatermark entity.
+func newReplayWatermarkMutation(c config, op Op, opts ...replaywatermarkOption) *ReplayWatermarkMutation {
+	m := &ReplayWatermarkMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeReplayWatermark,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withReplayWatermarkID sets the ID field of the mutation.
+func withReplayWatermarkID(id int64) replaywatermarkOption {
+	return func(m *ReplayWatermarkMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ReplayWatermark
+		)
+		m.oldValue = func(ctx context.Context) (*ReplayWatermark, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ReplayWatermark.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withReplayWatermark sets the old ReplayWatermark of the mutation.
+func withReplayWatermark(node *ReplayWatermark) replaywatermarkOption {
+	return func(m *ReplayWatermarkMutation) {
+		m.oldValue = func(context.Context) (*ReplayWatermark, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ReplayWatermarkMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ReplayWatermarkMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of ReplayWatermark entities.
+func (m *ReplayWatermarkMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ReplayWatermarkMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ReplayWatermarkMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ReplayWatermark.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetSource sets the "source" field.
+func (m *ReplayWatermarkMutation) SetSource(s string) {
+	m.source = &s
+}
+
+// Source returns the value of the "source" field in the mutation.
+func (m *ReplayWatermarkMutation) Source() (r string, exists bool) {
+	v := m.source
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSource returns the old "source" field's value of the ReplayWatermark entity.
+// If the ReplayWatermark object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReplayWatermarkMutation) OldSource(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSource is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSource requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSource: %w", err)
+	}
+	return oldValue.Source, nil
+}
+
+// ResetSource resets all changes to the "source" field.
+func (m *ReplayWatermarkMutation) ResetSource() {
+	m.source = nil
+}
+
+// SetWatermark sets the "watermark" field.
+func (m *ReplayWatermarkMutation) SetWatermark(t time.Time) {
+	m.watermark = &t
+}
+
+// Watermark returns the value of the "watermark" field in the mutation.
+func (m *ReplayWatermarkMutation) Watermark() (r time.Time, exists bool) {
+	v := m.watermark
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldWatermark returns the old "watermark" field's value of the ReplayWatermark entity.
+// If the ReplayWatermark object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReplayWatermarkMutation) OldWatermark(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldWatermark is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldWatermark requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldWatermark: %w", err)
+	}
+	return oldValue.Watermark, nil
+}
+
+// ResetWatermark resets all changes to the "watermark" field.
+func (m *ReplayWatermarkMutation) ResetWatermark() {
+	m.watermark = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *ReplayWatermarkMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *ReplayWatermarkMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the ReplayWatermark entity.
+// If the ReplayWatermark object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReplayWatermarkMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *ReplayWatermarkMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// Where appends a list predicates to the ReplayWatermarkMutation builder.
+func (m *ReplayWatermarkMutation) Where(ps ...predicate.ReplayWatermark) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ReplayWatermarkMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ReplayWatermarkMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ReplayWatermark, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ReplayWatermarkMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ReplayWatermarkMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ReplayWatermark).
+func (m *ReplayWatermarkMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ReplayWatermarkMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.source != nil {
+		fields = append(fields, replaywatermark.FieldSource)
+	}
+	if m.watermark != nil {
+		fields = append(fields, replaywatermark.FieldWatermark)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, replaywatermark.FieldUpdatedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ReplayWatermarkMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case replaywatermark.FieldSource:
+		return m.Source()
+	case replaywatermark.FieldWatermark:
+		return m.Watermark()
+	case replaywatermark.FieldUpdatedAt:
+		return m.UpdatedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ReplayWatermarkMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case replaywatermark.FieldSource:
+		return m.OldSource(ctx)
+	case replaywatermark.FieldWatermark:
+		return m.OldWatermark(ctx)
+	case replaywatermark.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown ReplayWatermark field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReplayWatermarkMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case replaywatermark.FieldSource:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSource(v)
+		return nil
+	case replaywatermark.FieldWatermark:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetWatermark(v)
+		return nil
+	case replaywatermark.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ReplayWatermark field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ReplayWatermarkMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ReplayWatermarkMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReplayWatermarkMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown ReplayWatermark numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ReplayWatermarkMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ReplayWatermarkMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ReplayWatermarkMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ReplayWatermark nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ReplayWatermarkMutation) ResetField(name string) error {
+	switch name {
+	case replaywatermark.FieldSource:
+		m.ResetSource()
+		return nil
+	case replaywatermark.FieldWatermark:
+		m.ResetWatermark()
+		return nil
+	case replaywatermark.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown ReplayWatermark field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ReplayWatermarkMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ReplayWatermarkMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ReplayWatermarkMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ReplayWatermarkMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ReplayWatermarkMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ReplayWatermarkMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ReplayWatermarkMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown ReplayWatermark unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ReplayWatermarkMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown ReplayWatermark edge %s", name)
 }
 
 // SubscriptionMutation represents an operation that mutates the Subscription nodes in the graph.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hookledger/hookledger/ent/githubbranch"
 	"github.com/hookledger/hookledger/ent/payment"
+	"github.com/hookledger/hookledger/ent/replaywatermark"
 	"github.com/hookledger/hookledger/ent/schema"
 	"github.com/hookledger/hookledger/ent/subscription"
 	"github.com/hookledger/hookledger/ent/usagetotal"
@@ -81,6 +82,18 @@ func init() {
 	payment.DefaultUpdatedAt = paymentDescUpdatedAt.Default.(func() time.Time)
 	// payment.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
 	payment.UpdateDefaultUpdatedAt = paymentDescUpdatedAt.UpdateDefault.(func() time.Time)
+	replaywatermarkFields := schema.ReplayWatermark{}.Fields()
+	_ = replaywatermarkFields
+	// replaywatermarkDescSource is the schema descriptor for source field.
+	replaywatermarkDescSource := replaywatermarkFields[1].Descriptor()
+	// replaywatermark.SourceValidator is a validator for the "source" field. It is called by the builders before save.
+	replaywatermark.SourceValidator = replaywatermarkDescSource.Validators[0].(func(string) error)
+	// replaywatermarkDescUpdatedAt is the schema descriptor for updated_at field.
+	replaywatermarkDescUpdatedAt := replaywatermarkFields[3].Descriptor()
+	// replaywatermark.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	replaywatermark.DefaultUpdatedAt = replaywatermarkDescUpdatedAt.Default.(func() time.Time)
+	// replaywatermark.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	replaywatermark.UpdateDefaultUpdatedAt = replaywatermarkDescUpdatedAt.UpdateDefault.(func() time.Time)
 	subscriptionFields := schema.Subscription{}.Fields()
 	_ = subscriptionFields
 	// subscriptionDescProvider is the schema descriptor for provider field.

@@ -18,6 +18,8 @@ type Tx struct {
 	GitHubBranch *GitHubBranchClient
 	// Payment is the client for interacting with the Payment builders.
 	Payment *PaymentClient
+	// ReplayWatermark is the client for interacting with the ReplayWatermark builders.
+	ReplayWatermark *ReplayWatermarkClient
 	// Subscription is the client for interacting with the Subscription builders.
 	Subscription *SubscriptionClient
 	// UsageTotal is the client for interacting with the UsageTotal builders.
@@ -157,6 +159,7 @@ func (tx *Tx) Client() *Client {
 func (tx *Tx) init() {
 	tx.GitHubBranch = NewGitHubBranchClient(tx.config)
 	tx.Payment = NewPaymentClient(tx.config)
+	tx.ReplayWatermark = NewReplayWatermarkClient(tx.config)
 	tx.Subscription = NewSubscriptionClient(tx.config)
 	tx.UsageTotal = NewUsageTotalClient(tx.config)
 	tx.WebhookEvent = NewWebhookEventClient(tx.config)

@@ -33,6 +33,18 @@ func (f PaymentFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, err
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PaymentMutation", m)
 }
 
+// The ReplayWatermarkFunc type is an adapter to allow the use of ordinary
+// function as ReplayWatermark mutator.
+type ReplayWatermarkFunc func(context.Context, *ent.ReplayWatermarkMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ReplayWatermarkFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ReplayWatermarkMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ReplayWatermarkMutation", m)
+}
+
 // The SubscriptionFunc type is an adapter to allow the use of ordinary
 // function as Subscription mutator.
 type SubscriptionFunc func(context.Context, *ent.SubscriptionMutation) (ent.Value, error)

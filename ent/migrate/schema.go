@@ -60,6 +60,26 @@ var (
 			},
 		},
 	}
+	// ReplayWatermarkColumns holds the columns for the "replay_watermark" table.
+	ReplayWatermarkColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "source", Type: field.TypeString},
+		{Name: "watermark", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+	}
+	// ReplayWatermarkTable holds the schema information for the "replay_watermark" table.
+	ReplayWatermarkTable = &schema.Table{
+		Name:       "replay_watermark",
+		Columns:    ReplayWatermarkColumns,
+		PrimaryKey: []*schema.Column{ReplayWatermarkColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "replaywatermark_source",
+				Unique:  true,
+				Columns: []*schema.Column{ReplayWatermarkColumns[1]},
+			},
+		},
+	}
 	// SubscriptionColumns holds the columns for the "subscription" table.
 	SubscriptionColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
@@ -157,6 +177,7 @@ var (
 	Tables = []*schema.Table{
 		GithubBranchTable,
 		PaymentTable,
+		ReplayWatermarkTable,
 		SubscriptionTable,
 		UsageTotalTable,
 		WebhookEventTable,
@@ -169,6 +190,9 @@ func init() {
 	}
 	PaymentTable.Annotation = &entsql.Annotation{
 		Table: "payment",
+	}
+	ReplayWatermarkTable.Annotation = &entsql.Annotation{
+		Table: "replay_watermark",
 	}
 	SubscriptionTable.Annotation = &entsql.Annotation{
 		Table: "subscription",

@@ -12,6 +12,9 @@ type GitHubBranch func(*sql.Selector)
 // Payment is the predicate function for payment builders.
 type Payment func(*sql.Selector)
 
+// ReplayWatermark is the predicate function for replaywatermark builders.
+type ReplayWatermark func(*sql.Selector)
+
 // Subscription is the predicate function for subscription builders.
 type Subscription func(*sql.Selector)
 

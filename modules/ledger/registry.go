@@ -41,6 +41,7 @@ type Registry struct {
 	exact    map[string][]HandlerFunc
 	families []family
 	workers  *river.Workers
+	periodic []*river.PeriodicJob
 	jobs     JobInserter
 }
 
@@ -61,6 +62,10 @@ func NewRegistry() *Registry {
 
 // Workers is where modules add the workers of their own job kinds.
 func (r *Registry) Workers() *river.Workers { return r.workers }
+
+// AddPeriodic schedules a job of a module's own; River runs periodic jobs
+// on the elected leader only.
+func (r *Registry) AddPeriodic(j *river.PeriodicJob) { r.periodic = append(r.periodic, j) }
 
 // BindJobs sets the inserter InsertTx uses; NewRiver binds its client.
 func (r *Registry) BindJobs(j JobInserter) { r.jobs = j }

@@ -56,9 +56,10 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 		cfg.Workers = workers
 		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}}
 		cfg.ErrorHandler = &errorHandler{db: db, logger: o.Logger.Named("river")}
+		cfg.PeriodicJobs = o.Registry.periodic
 		if o.Retention > 0 {
 			_ = river.AddWorkerSafely(workers, &PruneWorker{DB: db, Retention: o.Retention, Logger: o.Logger.Named("prune")})
-			cfg.PeriodicJobs = []*river.PeriodicJob{PrunePeriodically(time.Hour)}
+			cfg.PeriodicJobs = append(cfg.PeriodicJobs, PrunePeriodically(time.Hour))
 		}
 	}
 	client, err := river.NewClient(driver, cfg)

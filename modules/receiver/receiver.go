@@ -38,6 +38,37 @@ type Source struct {
 	IDFallback *provider.IDFallback
 }
 
+// Prepare turns a delivery into its claim: the event's id and type from
+// the body (or headers), the headers worth recording, and how it was
+// verified. verified is nil for a replay, which is not verified but marked
+// replayed. Both the HTTP path and replay's direct mode go through it.
+func (s *Source) Prepare(h http.Header, body []byte, verified *provider.Verification, now time.Time) (ledger.Claim, provider.Event, error) {
+	ev, err := s.Provider.Parse(h, body, s.IDFallback)
+	if err != nil || ev.Ignore {
+		return ledger.Claim{}, ev, err
+	}
+	claim := ledger.Claim{
+		Namespace:  s.Namespace,
+		EventID:    ev.ID,
+		Provider:   s.Provider.Name,
+		Source:     s.Name,
+		Type:       ev.Type,
+		Payload:    body,
+		OccurredAt: ev.OccurredAt,
+		Headers:    s.Provider.RecordedHeaders(h),
+		Replayed:   verified == nil,
+	}
+	if verified != nil {
+		idx := verified.SecretIndex
+		claim.SecretIndex = &idx
+		if !verified.SignedAt.IsZero() {
+			skew := now.Sub(verified.SignedAt)
+			claim.ClockSkew = &skew
+		}
+	}
+	return claim, ev, nil
+}
+
 // Claimer claims a verified event; *ledger.Claimer is the one in use.
 type Claimer interface {
 	Claim(ctx context.Context, in ledger.Claim) (bool, error)
@@ -103,31 +134,18 @@ func (h *handler) receive(c *gin.Context) {
 		return
 	}
 
+	var verified *provider.Verification
 	now := h.cfg.NowFunc()
-	claim := ledger.Claim{
-		Namespace: src.Namespace,
-		Provider:  src.Provider.Name,
-		Source:    src.Name,
-		Payload:   body,
-		Headers:   src.Provider.RecordedHeaders(c.Request.Header),
-	}
-	if h.replayed(c) {
-		claim.Replayed = true
-	} else {
+	if !h.replayed(c) {
 		v, err := src.Provider.Verify(c.Request.Header, body, src.Secrets, now, src.Tolerance)
 		if err != nil {
 			log.Info("signature rejected", zap.Error(err))
 			h.answer(c, src.Name, metrics.OutcomeInvalidSignature, http.StatusUnauthorized, Response{Error: err.Error()})
 			return
 		}
-		claim.SecretIndex = &v.SecretIndex
-		if !v.SignedAt.IsZero() {
-			skew := now.Sub(v.SignedAt)
-			claim.ClockSkew = &skew
-		}
+		verified = &v
 	}
-
-	ev, err := src.Provider.Parse(c.Request.Header, body, src.IDFallback)
+	claim, ev, err := src.Prepare(c.Request.Header, body, verified, now)
 	if err != nil {
 		h.answer(c, src.Name, metrics.OutcomeBadRequest, http.StatusBadRequest, Response{Error: err.Error()})
 		return
@@ -136,7 +154,6 @@ func (h *handler) receive(c *gin.Context) {
 		c.JSON(http.StatusOK, ev.Reply)
 		return
 	}
-	claim.EventID, claim.Type, claim.OccurredAt = ev.ID, ev.Type, ev.OccurredAt
 	log = log.With(zap.String("event_id", ev.ID), zap.String("event_type", ev.Type))
 
 	ctx, cancel := context.WithTimeout(c.Request.Context(), h.cfg.ClaimTimeout)
