@@ -110,4 +110,3 @@ func SetWatermark(ctx context.Context, db *sql.DB, source string, t time.Time) e
 	}
 	return nil
 }
-
