@@ -34,13 +34,13 @@ type server struct {
 
 // start boots the real app on 127.0.0.1:0 against a fresh database; env
 // adds to or overrides the defaults.
-func start(t *testing.T, env map[string]string) *server {
+func start(t testing.TB, env map[string]string) *server {
 	t.Helper()
 	return startOn(t, dbtest.New(t), env, config.RoleAll)
 }
 
 // startOn boots one process of the given role on db.
-func startOn(t *testing.T, db *dbtest.DB, env map[string]string, role config.Role) *server {
+func startOn(t testing.TB, db *dbtest.DB, env map[string]string, role config.Role) *server {
 	t.Helper()
 	vars := map[string]string{
 		"DATABASE_URL":          db.URL,
@@ -53,7 +53,11 @@ func startOn(t *testing.T, db *dbtest.DB, env map[string]string, role config.Rol
 	cfg, err := config.FromEnv(func(k string) string { return vars[k] })
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), role)
+	log := zap.NewNop() // a fuzz worker outlives its iterations: nothing may log to it
+	if tt, ok := t.(*testing.T); ok {
+		log = zaptest.NewLogger(tt, zaptest.Level(zap.WarnLevel))
+	}
+	a, err := app.New(ctx, cfg, log, role)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -73,7 +77,7 @@ func startOn(t *testing.T, db *dbtest.DB, env map[string]string, role config.Rol
 	return &server{db: db, base: "http://" + ln.Addr().String(), stop: stop}
 }
 
-func (s *server) post(t *testing.T, path string, body []byte, header http.Header) (int, map[string]any) {
+func (s *server) post(t testing.TB, path string, body []byte, header http.Header) (int, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, s.base+path, bytes.NewReader(body))
 	require.NoError(t, err)

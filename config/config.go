@@ -84,17 +84,20 @@ type Source struct {
 
 // Config is hookledger's whole configuration.
 type Config struct {
-	DatabaseURL  Secret        `json:"database_url"`
-	HTTPAddr     string        `json:"http_addr"`
-	LogLevel     string        `json:"log_level"`
-	LogFormat    string        `json:"log_format"`
-	MaxBodyBytes int64         `json:"max_body_bytes"`
-	ClaimTimeout time.Duration `json:"claim_timeout"`
-	ClaimMode    ClaimMode     `json:"claim_mode"`
-	ReplayToken  Secret        `json:"replay_token"`
-	AdminToken   Secret        `json:"admin_token"`
-	Retention    time.Duration `json:"retention"`
-	Workers      int           `json:"workers"`
+	DatabaseURL Secret `json:"database_url"`
+	HTTPAddr    string `json:"http_addr"`
+	// ReadHeaderTimeout and ReadTimeout bound slow clients.
+	ReadHeaderTimeout time.Duration `json:"read_header_timeout"`
+	ReadTimeout       time.Duration `json:"read_timeout"`
+	LogLevel          string        `json:"log_level"`
+	LogFormat         string        `json:"log_format"`
+	MaxBodyBytes      int64         `json:"max_body_bytes"`
+	ClaimTimeout      time.Duration `json:"claim_timeout"`
+	ClaimMode         ClaimMode     `json:"claim_mode"`
+	ReplayToken       Secret        `json:"replay_token"`
+	AdminToken        Secret        `json:"admin_token"`
+	Retention         time.Duration `json:"retention"`
+	Workers           int           `json:"workers"`
 	// ReconcileInterval > 0 turns on scheduled Stripe reconciliation.
 	ReconcileInterval time.Duration `json:"reconcile_interval"`
 	ReconcileWindow   time.Duration `json:"reconcile_window"`
@@ -157,6 +160,8 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}
 	c.Workers = intVar(getenv, "WORKERS", DefaultWorkers, fail)
 	c.DBMaxConns = intVar(getenv, "DB_MAX_CONNS", DefaultDBMaxConns, fail)
+	c.ReadHeaderTimeout = durationVar(getenv, "HTTP_READ_HEADER_TIMEOUT", 5*time.Second, fail)
+	c.ReadTimeout = durationVar(getenv, "HTTP_READ_TIMEOUT", 30*time.Second, fail)
 	c.ReconcileInterval = durationVar(getenv, "RECONCILE_INTERVAL", 0, fail)
 	c.ReconcileWindow = durationVar(getenv, "RECONCILE_WINDOW", time.Hour, fail)
 	c.ReconcileSource = or(getenv("RECONCILE_SOURCE"), "stripe")
