@@ -37,6 +37,8 @@ Usage:
   hookledger prune [--dry-run]                 delete settled events older than RETENTION
   hookledger dev                               serve against a local PostgreSQL, for development
   hookledger send [--url URL] [--type T]       send one signed Stripe test event
+  hookledger simulate [--provider P] [--events N] [--duplicates F] [--reorder F] [--rate R] [--concurrency C]
+                                               play a provider: signed events, duplicates, reordering, retries
   hookledger devdb                             print the URL of the development database
 
 Configuration comes from the environment; see README.md.
@@ -60,6 +62,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdSend(ctx, rest, stdout, stderr)
 	case "verify":
 		err = cmdVerify(ctx, rest, stdout, stderr)
+	case "simulate":
+		err = cmdSimulate(ctx, rest, stdout, stderr)
 	case "replay":
 		err = cmdReplay(ctx, rest, stdout, stderr)
 	case "events":

@@ -1,0 +1,343 @@
+package app_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/migrations"
+	"github.com/hookledger/hookledger/modules/dbtest"
+	"github.com/hookledger/hookledger/modules/devdb"
+	"github.com/hookledger/hookledger/modules/provider"
+	"github.com/hookledger/hookledger/modules/simulate"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// hookledgerBinary builds the real binary once per test process.
+func hookledgerBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hookledger-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "hookledger")
+		out, err := exec.Command("go", "build", "-o", binPath, "./cmd/hookledger").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, binErr)
+	return binPath
+}
+
+// proc is a `hookledger serve` process that the test kills at will.
+type proc struct {
+	t    *testing.T
+	env  []string
+	addr string
+	cmd  *exec.Cmd
+	logs *os.File
+}
+
+func startProc(t *testing.T, databaseURL string) *proc {
+	t.Helper()
+	logs, err := os.CreateTemp("", "hookledger-serve-*.log")
+	require.NoError(t, err)
+	p := &proc{t: t, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), logs: logs}
+	p.env = append(os.Environ(),
+		"DATABASE_URL="+databaseURL, "HTTP_ADDR="+p.addr, "LOG_LEVEL=warn", "DB_MAX_CONNS=20",
+		"STRIPE_WEBHOOK_SECRET="+providerSecrets["stripe"], "STANDARD_WEBHOOK_SECRET="+providerSecrets["standard"],
+		"CLAIM_TIMEOUT=1s")
+	p.start()
+	t.Cleanup(func() {
+		p.stop()
+		logs.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logs.Name())
+			t.Logf("serve logs:\n%s", tail(string(b), 4000))
+		}
+		os.Remove(logs.Name())
+	})
+	return p
+}
+
+func (p *proc) start() {
+	p.cmd = exec.Command(hookledgerBinary(p.t), "serve")
+	p.cmd.Env = p.env
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	require.NoError(p.t, p.cmd.Start())
+	require.Eventually(p.t, func() bool {
+		resp, err := http.Get("http://" + p.addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "serve did not come up")
+}
+
+// kill9 kills the process the way a crash or an OOM kill does.
+func (p *proc) kill9() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+}
+
+func (p *proc) stop() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		p.kill9()
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// load runs the simulator for Stripe subscriptions and Standard Webhooks
+// usage deltas at once.
+func load(t *testing.T, p *proc, events int, rate float64, prefix string) func() []*simulate.Report {
+	t.Helper()
+	var (
+		wg      sync.WaitGroup
+		reports = make([]*simulate.Report, 2)
+	)
+	for i, name := range []string{"stripe", "standard"} {
+		prov, _ := provider.Lookup(name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := simulate.Run(context.Background(), simulate.Options{
+				URL: "http://" + p.addr + "/webhooks/" + name, Provider: prov, Secret: providerSecrets[name],
+				Events: events, Prefix: prefix, Duplicates: 0.3, Reorder: 0.3, Rate: rate, Concurrency: 8,
+				RetryBackoff: 50 * time.Millisecond, Deadline: 3 * time.Minute, Seed: uint64(i + 1),
+				HTTP: &http.Client{Timeout: 5 * time.Second},
+			})
+			require.NoError(t, err)
+			reports[i] = r
+		}()
+	}
+	return func() []*simulate.Report {
+		wg.Wait()
+		return reports
+	}
+}
+
+// Figures are what a fault run shows.
+type Figures struct {
+	Events, Deliveries, Acked, Lost, AppliedTwice, Stuck int
+}
+
+// verify checks the invariants: every acknowledged event is in the ledger
+// and settled once, usage deltas add up exactly, every subscription holds
+// its newest version, and no apply job is left behind.
+func verify(t *testing.T, db *sql.DB, prefix string, reports []*simulate.Report) Figures {
+	t.Helper()
+	var f Figures
+	stripe, standard := reports[0], reports[1]
+	for _, r := range reports {
+		f.Events += r.Events
+		f.Deliveries += r.Deliveries
+		f.Acked += r.Acked
+		require.Empty(t, r.Unacked, "every event eventually got a 2xx")
+	}
+	require.Eventually(t, func() bool {
+		var pending int
+		require.NoError(t, db.QueryRow(`SELECT count(*) FROM webhook_event WHERE status <> 'settled'`).Scan(&pending))
+		return pending == 0
+	}, 150*time.Second, 250*time.Millisecond, "every claimed event settles")
+
+	for ns, r := range map[string]*simulate.Report{"stripe": stripe, "standard": standard} {
+		var settled int
+		require.NoError(t, db.QueryRow(`SELECT count(*) FROM webhook_event WHERE namespace = $1 AND status = 'settled' AND event_id = ANY($2)`,
+			ns, r.AckedIDs).Scan(&settled))
+		f.Lost += len(r.AckedIDs) - settled
+	}
+	for customer, want := range standard.Expect.Usage {
+		var got int64
+		err := db.QueryRow(`SELECT quantity FROM usage_total WHERE customer_id = $1 AND metric = 'api_calls'`, customer).Scan(&got)
+		require.NoError(t, err, customer)
+		if got > want {
+			f.AppliedTwice++
+		}
+		if got < want {
+			f.Lost++
+		}
+	}
+	for sub, want := range stripe.Expect.Subscriptions {
+		var (
+			status  string
+			version int64
+		)
+		require.NoError(t, db.QueryRow(`SELECT status, version FROM subscription WHERE provider = 'stripe' AND external_id = $1`, sub).Scan(&status, &version))
+		require.Equal(t, want, simulate.SubscriptionState{Status: status, Version: version}, "subscription %s holds its newest version", sub)
+	}
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND state <> 'completed'`).Scan(&f.Stuck))
+	require.Zero(t, f.Lost, "nothing acknowledged is lost")
+	require.Zero(t, f.AppliedTwice, "nothing is applied twice")
+	require.Zero(t, f.Stuck, "no apply job is stuck")
+	t.Logf("figures: %+v", f)
+	return f
+}
+
+// TestCrashRecovery kills the serve process with SIGKILL under load, once
+// at random and once while its workers are inside apply transactions, and
+// restarts it. Nothing acknowledged is lost, nothing is applied twice.
+func TestCrashRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault test")
+	}
+	t.Parallel()
+	db := dbtest.New(t)
+	p := startProc(t, db.URL)
+	wait := load(t, p, 300, 120, "crash_")
+
+	time.Sleep(700 * time.Millisecond)
+	p.kill9()
+	time.Sleep(200 * time.Millisecond)
+	p.start()
+
+	// Hold every usage row so the workers block inside their apply
+	// transactions, then kill them there.
+	require.Eventually(t, func() bool { return db.Count(t, `SELECT count(*) FROM usage_total`) > 0 }, 30*time.Second, 20*time.Millisecond)
+	tx, err := db.SQL.Begin()
+	require.NoError(t, err)
+	_, err = tx.Exec(`SELECT * FROM usage_total FOR UPDATE`)
+	require.NoError(t, err)
+	time.Sleep(500 * time.Millisecond)
+	p.kill9()
+	require.NoError(t, tx.Rollback())
+	time.Sleep(200 * time.Millisecond)
+	p.start()
+
+	verify(t, db.SQL, "crash_", wait())
+}
+
+// TestDatabaseRestart stops PostgreSQL abruptly under load (a cluster of the
+// test's own) and starts it again: receivers answer 503 meanwhile, the
+// simulator retries, and the process recovers without manual steps.
+func TestDatabaseRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault test")
+	}
+	t.Parallel()
+	cluster, url := ownCluster(t)
+	p := startProc(t, url)
+	wait := load(t, p, 300, 120, "pgdown_")
+
+	time.Sleep(800 * time.Millisecond)
+	require.NoError(t, cluster.Stop(context.Background(), "immediate"))
+	time.Sleep(1500 * time.Millisecond)
+	down := []byte(`{"id":"evt_down","type":"x"}`)
+	h, _ := provider.Stripe.Sign(providerSecrets["stripe"], provider.Delivery{Body: down})
+	code, _ := (&server{base: "http://" + p.addr}).post(t, "/webhooks/stripe", down, h)
+	require.Equal(t, http.StatusServiceUnavailable, code, "database down: 503 so the provider retries")
+	require.NoError(t, cluster.Start(context.Background()))
+
+	db := stdlib.OpenDB(mustConnConfig(t, url))
+	defer db.Close()
+	verify(t, db, "pgdown_", wait())
+}
+
+// ownCluster starts a throwaway PostgreSQL that the test may stop.
+func ownCluster(t *testing.T) (*devdb.Cluster, string) {
+	t.Helper()
+	parent, err := os.MkdirTemp("", "hookledger-fault-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(parent, 0o755))
+	c, err := devdb.NewCluster(filepath.Join(parent, "data"), freePort(t))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, c.Init(ctx))
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() {
+		_ = c.Stop(context.Background(), "immediate")
+		os.RemoveAll(parent)
+	})
+	url, err := devdb.EnsureDatabase(ctx, c.URL(), "hookledger")
+	require.NoError(t, err)
+	require.NoError(t, migrations.Up(stdlib.OpenDB(mustConnConfig(t, url))))
+	return c, url
+}
+
+func mustConnConfig(t *testing.T, url string) pgx.ConnConfig {
+	t.Helper()
+	c, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	return *c
+}
+
+
+// TestChaos is the long run behind `go tool task test:chaos`: sustained
+// load while the serve process is SIGKILLed every few seconds and
+// PostgreSQL is stopped abruptly now and then. Its figures are in
+// docs/RELIABILITY.md.
+func TestChaos(t *testing.T) {
+	if os.Getenv("HOOKLEDGER_CHAOS") == "" {
+		t.Skip("set HOOKLEDGER_CHAOS=1 (go tool task test:chaos)")
+	}
+	events := 3000
+	if v := os.Getenv("HOOKLEDGER_CHAOS_EVENTS"); v != "" {
+		_, _ = fmt.Sscan(v, &events)
+	}
+	cluster, url := ownCluster(t)
+	p := startProc(t, url)
+	start := time.Now()
+	wait := load(t, p, events, 150, "chaos_")
+	done := make(chan []*simulate.Report)
+	go func() { done <- wait() }()
+
+	kills, restarts := 0, 0
+	var reports []*simulate.Report
+chaos:
+	for round := 1; ; round++ {
+		select {
+		case reports = <-done:
+			break chaos
+		case <-time.After(time.Duration(2000+round*137%1500) * time.Millisecond):
+		}
+		if round%4 == 0 {
+			require.NoError(t, cluster.Stop(context.Background(), "immediate"))
+			time.Sleep(time.Second)
+			require.NoError(t, cluster.Start(context.Background()))
+			restarts++
+			continue
+		}
+		p.kill9()
+		kills++
+		time.Sleep(150 * time.Millisecond)
+		p.start()
+	}
+	db := stdlib.OpenDB(mustConnConfig(t, url))
+	defer db.Close()
+	f := verify(t, db, "chaos_", reports)
+	t.Logf("CHAOS events=%d deliveries=%d acked=%d kills=%d db_restarts=%d lost=%d applied_twice=%d stuck=%d elapsed=%s",
+		f.Events, f.Deliveries, f.Acked, kills, restarts, f.Lost, f.AppliedTwice, f.Stuck, time.Since(start).Round(time.Second))
+}
