@@ -54,6 +54,8 @@ type App struct {
 	registry *ledger.Registry
 	engine   *gin.Engine
 	riverUI  *riverui.Handler
+	// stop ends what New started in the background (the claim committers).
+	stop context.CancelFunc
 }
 
 // New connects to the database and builds everything role needs. Close
@@ -62,7 +64,7 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 	if err := cfg.RequireDatabase(); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, role: role, log: log, metrics: metrics.New(), registry: ledger.NewRegistry()}
+	a := &App{cfg: cfg, role: role, log: log, metrics: metrics.New(), registry: ledger.NewRegistry(), stop: func() {}}
 	for _, name := range cfg.Disabled {
 		log.Warn("source disabled: no secret configured", zap.String("source", name))
 	}
@@ -251,6 +253,7 @@ func (a *App) stopWorkers() {
 
 // Close releases the database pools.
 func (a *App) Close() {
+	a.stop()
 	if a.db != nil {
 		a.db.Close()
 	}

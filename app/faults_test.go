@@ -294,7 +294,6 @@ func mustConnConfig(t *testing.T, url string) pgx.ConnConfig {
 	return *c
 }
 
-
 // TestChaos is the long run behind `go tool task test:chaos`: sustained
 // load while the serve process is SIGKILLed every few seconds and
 // PostgreSQL is stopped abruptly now and then. Its figures are in

@@ -58,9 +58,15 @@ func (a *App) buildHTTP() error {
 		if err != nil {
 			return err
 		}
+		var claimer receiver.Claimer = &ledger.Claimer{DB: a.db, River: a.river, LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly}
+		if a.cfg.GroupCommit {
+			ctx, cancel := context.WithCancel(context.Background())
+			a.stop = cancel
+			claimer = ledger.NewBatcher(ctx, claimer.(*ledger.Claimer), a.cfg.ClaimCommitters, a.cfg.ClaimBatchMax)
+		}
 		receiver.Routes(e, receiver.Config{
 			Sources:      sources,
-			Claimer:      &ledger.Claimer{DB: a.db, River: a.river, LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly},
+			Claimer:      claimer,
 			LogOnly:      a.cfg.ClaimMode == config.ClaimLogOnly,
 			MaxBodyBytes: a.cfg.MaxBodyBytes,
 			ClaimTimeout: a.cfg.ClaimTimeout,

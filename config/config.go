@@ -94,10 +94,14 @@ type Config struct {
 	MaxBodyBytes      int64         `json:"max_body_bytes"`
 	ClaimTimeout      time.Duration `json:"claim_timeout"`
 	ClaimMode         ClaimMode     `json:"claim_mode"`
-	ReplayToken       Secret        `json:"replay_token"`
-	AdminToken        Secret        `json:"admin_token"`
-	Retention         time.Duration `json:"retention"`
-	Workers           int           `json:"workers"`
+	// GroupCommit gathers concurrent claims into shared transactions.
+	GroupCommit     bool          `json:"group_commit"`
+	ClaimCommitters int           `json:"claim_committers"`
+	ClaimBatchMax   int           `json:"claim_batch_max"`
+	ReplayToken     Secret        `json:"replay_token"`
+	AdminToken      Secret        `json:"admin_token"`
+	Retention       time.Duration `json:"retention"`
+	Workers         int           `json:"workers"`
 	// ReconcileInterval > 0 turns on scheduled Stripe reconciliation.
 	ReconcileInterval time.Duration `json:"reconcile_interval"`
 	ReconcileWindow   time.Duration `json:"reconcile_window"`
@@ -159,6 +163,15 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		c.MaxBodyBytes = n
 	}
 	c.Workers = intVar(getenv, "WORKERS", DefaultWorkers, fail)
+	c.ClaimCommitters = intVar(getenv, "CLAIM_COMMITTERS", 4, fail)
+	c.ClaimBatchMax = intVar(getenv, "CLAIM_BATCH_MAX", 256, fail)
+	switch v := or(getenv("CLAIM_GROUP_COMMIT"), "true"); v {
+	case "true", "1":
+		c.GroupCommit = true
+	case "false", "0":
+	default:
+		fail("CLAIM_GROUP_COMMIT=%q: want true or false", v)
+	}
 	c.DBMaxConns = intVar(getenv, "DB_MAX_CONNS", DefaultDBMaxConns, fail)
 	c.ReadHeaderTimeout = durationVar(getenv, "HTTP_READ_HEADER_TIMEOUT", 5*time.Second, fail)
 	c.ReadTimeout = durationVar(getenv, "HTTP_READ_TIMEOUT", 30*time.Second, fail)

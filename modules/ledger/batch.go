@@ -1,0 +1,222 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/riverqueue/river"
+)
+
+// Batcher is group commit for claims: concurrent deliveries are gathered
+// into one transaction (one multi-row INSERT ... ON CONFLICT DO NOTHING
+// RETURNING and one InsertManyTx for their jobs), and each request still
+// gets its own answer, only after the commit. An idle Batcher adds no wait:
+// a request finds an idle committer and goes alone; under load, requests
+// that arrive while every committer is busy ride in the next transaction.
+// If a batch fails, each of its requests is claimed again in a transaction
+// of its own, so one bad row cannot fail the others.
+type Batcher struct {
+	claimer  *Claimer
+	requests chan *waiting
+	maxBatch int
+	// Batches counts committed batches and Claims the requests in them.
+	Batches, Claims atomic.Int64
+}
+
+type waiting struct {
+	ctx     context.Context
+	claim   Claim
+	claimed bool
+	err     error
+	done    chan struct{}
+}
+
+// NewBatcher starts the given number of committer goroutines, which claim through c's database
+// and River client; they stop when ctx ends.
+func NewBatcher(ctx context.Context, c *Claimer, committers, maxBatch int) *Batcher {
+	b := &Batcher{claimer: c, requests: make(chan *waiting, committers*maxBatch), maxBatch: maxBatch}
+	for range committers {
+		go b.commitLoop(ctx)
+	}
+	return b
+}
+
+// Claim waits for the batch holding in to commit and returns whether this
+// request claimed the event.
+func (b *Batcher) Claim(ctx context.Context, in Claim) (bool, error) {
+	p := &waiting{ctx: ctx, claim: in, done: make(chan struct{})}
+	select {
+	case b.requests <- p:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	select {
+	case <-p.done:
+		return p.claimed, p.err
+	case <-ctx.Done():
+		// The batch may still commit; the provider retries and gets a duplicate.
+		return false, ctx.Err()
+	}
+}
+
+func (b *Batcher) commitLoop(ctx context.Context) {
+	batch := make([]*waiting, 0, b.maxBatch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-b.requests:
+			batch = append(batch[:0], p)
+		}
+	drain:
+		for len(batch) < b.maxBatch {
+			select {
+			case p := <-b.requests:
+				batch = append(batch, p)
+			default:
+				break drain
+			}
+		}
+		b.commit(batch)
+	}
+}
+
+// commit claims a batch in one transaction, or each request alone when the
+// batch fails.
+func (b *Batcher) commit(batch []*waiting) {
+	live := batch[:0:0]
+	for _, p := range batch {
+		if p.ctx.Err() != nil {
+			p.err = p.ctx.Err()
+			close(p.done)
+			continue
+		}
+		live = append(live, p)
+	}
+	if len(live) == 0 {
+		return
+	}
+	if len(live) > 1 {
+		ctx, cancel := batchContext(live)
+		err := b.claimBatch(ctx, live)
+		cancel()
+		if err == nil {
+			b.Batches.Add(1)
+			b.Claims.Add(int64(len(live)))
+			for _, p := range live {
+				close(p.done)
+			}
+			return
+		}
+	}
+	for _, p := range live {
+		p.claimed, p.err = b.claimer.Claim(p.ctx, p.claim)
+		close(p.done)
+	}
+}
+
+// batchContext ends at the latest deadline of the batch's requests: the
+// batch serves all of them.
+func batchContext(batch []*waiting) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, p := range batch {
+		d, ok := p.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.Background())
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
+}
+
+// claimBatch inserts the batch's rows in key order (so concurrent batches
+// lock in the same order and cannot deadlock), learns from RETURNING which
+// keys this transaction inserted, gives each inserted key's first request
+// the claim, and enqueues their jobs with InsertManyTx.
+func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
+	sort.SliceStable(batch, func(i, j int) bool {
+		if batch[i].claim.Namespace != batch[j].claim.Namespace {
+			return batch[i].claim.Namespace < batch[j].claim.Namespace
+		}
+		return batch[i].claim.EventID < batch[j].claim.EventID
+	})
+	n := len(batch)
+	var (
+		namespaces, eventIDs, providers, sources, types, payloads, headers = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		secretIdx, skews                                                   = make([]*int64, n), make([]*int64, n)
+		occurred                                                           = make([]*time.Time, n)
+		replayed                                                           = make([]bool, n)
+	)
+	for i, p := range batch {
+		c := p.claim
+		namespaces[i], eventIDs[i], providers[i], sources[i], types[i] = c.Namespace, c.EventID, c.Provider, c.Source, c.Type
+		payloads[i] = string(c.Payload)
+		h, err := json.Marshal(c.Headers)
+		if err != nil {
+			return err
+		}
+		headers[i] = string(h)
+		if c.SecretIndex != nil {
+			v := int64(*c.SecretIndex)
+			secretIdx[i] = &v
+		}
+		if c.ClockSkew != nil {
+			v := c.ClockSkew.Milliseconds()
+			skews[i] = &v
+		}
+		if !c.OccurredAt.IsZero() {
+			t := c.OccurredAt
+			occurred[i] = &t
+		}
+		replayed[i] = c.Replayed
+	}
+	return InTx(ctx, b.claimer.DB, func(tx *Tx) error {
+		rows, err := tx.QueryContext(ctx, `
+			INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, headers,
+				secret_index, clock_skew_ms, occurred_at, replayed)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::jsonb[],
+				$8::bigint[], $9::bigint[], $10::timestamptz[], $11::boolean[])
+			ON CONFLICT (namespace, event_id) DO NOTHING
+			RETURNING namespace, event_id`,
+			namespaces, eventIDs, providers, sources, types, payloads, headers, secretIdx, skews, occurred, replayed)
+		if err != nil {
+			return fmt.Errorf("batch claim: %w", err)
+		}
+		inserted := map[[2]string]bool{}
+		for rows.Next() {
+			var k [2]string
+			if err := rows.Scan(&k[0], &k[1]); err != nil {
+				rows.Close()
+				return err
+			}
+			inserted[k] = true
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("batch claim: %w", err)
+		}
+		var jobs []river.InsertManyParams
+		for _, p := range batch {
+			k := [2]string{p.claim.Namespace, p.claim.EventID}
+			p.claimed = inserted[k]
+			delete(inserted, k) // a second request for the key in this batch is a duplicate
+			if p.claimed || b.claimer.LogOnly {
+				jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: k[0], EventID: k[1], Force: b.claimer.LogOnly}})
+			}
+		}
+		if len(jobs) > 0 {
+			if _, err := b.claimer.River.InsertManyTx(ctx, tx.Tx, jobs); err != nil {
+				return fmt.Errorf("batch enqueue: %w", err)
+			}
+		}
+		return nil
+	})
+}

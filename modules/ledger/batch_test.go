@@ -1,0 +1,148 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/modules/ledger"
+	"github.com/hookledger/hookledger/modules/ledgertest"
+)
+
+func newBatcher(t *testing.T, h *ledgertest.Harness, committers int) *ledger.Batcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ledger.NewBatcher(ctx, h.Claimer, committers, 256)
+}
+
+func TestBatcherClaimsEachEventOnce(t *testing.T) {
+	h := ledgertest.New(t, 0, nil)
+	b := newBatcher(t, h, 2)
+	var claimed atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 100 {
+		for range 5 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				ok, err := b.Claim(ctx, claimOf(fmt.Sprintf("evt_b%d", i), "invoice.paid"))
+				require.NoError(t, err)
+				if ok {
+					claimed.Add(1)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	require.Equal(t, int32(100), claimed.Load(), "one claim per event")
+	require.Equal(t, 100, h.DB.Count(t, `SELECT count(*) FROM webhook_event`))
+	require.Equal(t, 100, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event'`), "one job per event")
+	require.Positive(t, b.Batches.Load(), "concurrent claims shared transactions")
+	require.Greater(t, b.Claims.Load(), b.Batches.Load())
+}
+
+// TestBatcherFallsBackWhenABatchFails: a row PostgreSQL refuses fails the
+// shared transaction; every request is then claimed on its own, so the bad
+// one gets its error and the others their claims.
+func TestBatcherFallsBackWhenABatchFails(t *testing.T) {
+	h := ledgertest.New(t, 0, nil)
+	b := newBatcher(t, h, 1)
+	// Block the single committer in a first transaction so the rest queue
+	// up into one batch.
+	lock, err := h.DB.SQL.Begin()
+	require.NoError(t, err)
+	_, err = lock.Exec(`LOCK TABLE webhook_event IN SHARE MODE`)
+	require.NoError(t, err)
+
+	type result struct {
+		id      string
+		claimed bool
+		err     error
+	}
+	results := make(chan result, 21)
+	claim := func(c ledger.Claim) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		ok, err := b.Claim(ctx, c)
+		results <- result{c.EventID, ok, err}
+	}
+	go claim(claimOf("evt_first", "invoice.paid"))
+	time.Sleep(200 * time.Millisecond)
+	bad := claimOf("evt_bad", "invoice.paid")
+	bad.Payload = []byte(`{"s":"\u0000"}`)
+	go claim(bad)
+	for i := range 19 {
+		go claim(claimOf(fmt.Sprintf("evt_ok%d", i), "invoice.paid"))
+	}
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, lock.Rollback())
+
+	for range 21 {
+		r := <-results
+		if r.id == "evt_bad" {
+			require.Error(t, r.err)
+			require.True(t, ledger.IsBadData(r.err), "%v", r.err)
+			continue
+		}
+		require.NoError(t, r.err, r.id)
+		require.True(t, r.claimed, r.id)
+	}
+	require.Equal(t, 20, h.DB.Count(t, `SELECT count(*) FROM webhook_event`))
+	require.Equal(t, 20, h.DB.Count(t, `SELECT count(*) FROM river_job`))
+	require.Zero(t, b.Batches.Load(), "the failed batch committed nothing")
+}
+
+func TestBatcherAlonePassesStraightThrough(t *testing.T) {
+	h := ledgertest.New(t, 0, nil)
+	b := newBatcher(t, h, 2)
+	in := claimOf("evt_alone", "invoice.paid")
+	idx := 1
+	in.SecretIndex = &idx
+	ok, err := b.Claim(context.Background(), in)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = b.Claim(context.Background(), in)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Zero(t, b.Batches.Load(), "an idle batcher never waits to gather")
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE secret_index = 1 AND headers->>'User-Agent' = 'Stripe/1.0'`))
+}
+
+func TestBatcherRecordsEveryColumn(t *testing.T) {
+	h := ledgertest.New(t, 0, nil)
+	b := newBatcher(t, h, 1)
+	lock, err := h.DB.SQL.Begin()
+	require.NoError(t, err)
+	_, err = lock.Exec(`LOCK TABLE webhook_event IN SHARE MODE`)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := claimOf(fmt.Sprintf("evt_col%d", i), "invoice.paid")
+			idx, skew := i, time.Duration(i)*time.Second
+			in.SecretIndex, in.ClockSkew, in.OccurredAt, in.Replayed = &idx, &skew, time.Unix(1_700_000_000, 0), i == 3
+			if i == 2 {
+				in.SecretIndex, in.ClockSkew, in.OccurredAt = nil, nil, time.Time{}
+			}
+			_, err := b.Claim(context.Background(), in)
+			require.NoError(t, err)
+		}()
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, lock.Rollback())
+	wg.Wait()
+	require.Positive(t, b.Batches.Load())
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_col3' AND secret_index = 3 AND clock_skew_ms = 3000 AND replayed AND occurred_at = to_timestamp(1700000000)`))
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_col2' AND secret_index IS NULL AND clock_skew_ms IS NULL AND occurred_at IS NULL AND NOT replayed`))
+	require.Equal(t, 4, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE payload->>'type' = 'invoice.paid' AND provider = 'stripe' AND source = 'stripe'`))
+}
