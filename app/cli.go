@@ -39,6 +39,8 @@ Usage:
   hookledger send [--url URL] [--type T]       send one signed Stripe test event
   hookledger simulate [--provider P] [--events N] [--duplicates F] [--reorder F] [--rate R] [--concurrency C]
                                                play a provider: signed events, duplicates, reordering, retries
+  hookledger bench [--events N] [--clients C] [--group-commit=false]
+                                               measure ingest against the raw database rate of the same transaction
   hookledger devdb                             print the URL of the development database
 
 Configuration comes from the environment; see README.md.
@@ -62,6 +64,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdSend(ctx, rest, stdout, stderr)
 	case "verify":
 		err = cmdVerify(ctx, rest, stdout, stderr)
+	case "bench":
+		err = cmdBench(ctx, rest, stdout, stderr)
 	case "simulate":
 		err = cmdSimulate(ctx, rest, stdout, stderr)
 	case "replay":

@@ -18,6 +18,9 @@ import (
 	"github.com/hookledger/hookledger/modules/metrics"
 )
 
+// FetchCooldown is the least time between two fetches of apply jobs.
+const FetchCooldown = 5 * time.Millisecond
+
 // RiverOptions shapes the one River client of a process.
 type RiverOptions struct {
 	// Workers is the apply concurrency; 0 makes an insert-only client that
@@ -26,6 +29,9 @@ type RiverOptions struct {
 	Registry *Registry
 	Logger   *zap.Logger
 	Metrics  *metrics.Set
+	// ApplyDB is where applies run: a pool with synchronous_commit=off
+	// (see ApplyWorker.AsyncDB); nil runs them on db.
+	ApplyDB *sql.DB
 	// Retention > 0 prunes settled ledger rows older than it, hourly, on
 	// the elected leader.
 	Retention time.Duration
@@ -46,13 +52,16 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 		JobTimeout:           ApplyTimeout,
 		RescueStuckJobsAfter: RescueStuckJobsAfter,
 		MaxAttempts:          ApplyMaxAttempts,
-		PollOnly:             listener == nil,
+		// River fetches at most once per cooldown, so its default (100 ms)
+		// caps a queue at workers/0.1 s jobs per second.
+		FetchCooldown: FetchCooldown,
+		PollOnly:      listener == nil,
 	}
 	if o.Workers > 0 {
 		workers := o.Registry.Workers()
 		// A registry serves one client at a time; a second client on it
 		// reuses the apply worker already there.
-		_ = river.AddWorkerSafely(workers, &ApplyWorker{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics})
+		_ = river.AddWorkerSafely(workers, &ApplyWorker{DB: db, AsyncDB: o.ApplyDB, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics})
 		cfg.Workers = workers
 		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}}
 		cfg.ErrorHandler = &errorHandler{db: db, logger: o.Logger.Named("river")}

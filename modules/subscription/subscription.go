@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	entsql "entgo.io/ent/dialect/sql"
-
 	entsub "github.com/hookledger/hookledger/ent/subscription"
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/metrics"
@@ -55,52 +53,39 @@ const (
 )
 
 // Upsert writes s unless the stored row is newer: an insert, or an update
-// guarded by version (and rank at an equal version), in one statement.
+// guarded by version (and rank at an equal version), in one statement that
+// also reports the version it found.
 func Upsert(ctx context.Context, tx *ledger.Tx, s State) (Written, error) {
-	var prev struct {
-		version int64
-		found   bool
-	}
-	row, err := tx.Ent.Subscription.Query().
-		Where(entsub.Provider(s.Provider), entsub.ExternalID(s.ExternalID)).
-		Select(entsub.FieldVersion).
-		Only(ctx)
-	if err == nil {
-		prev.version, prev.found = row.Version, true
-	}
-	_, err = tx.Ent.Subscription.Create().
-		SetProvider(s.Provider).
-		SetExternalID(s.ExternalID).
-		SetCustomerID(s.CustomerID).
-		SetPlan(s.Plan).
-		SetStatus(s.Status).
-		SetVersion(s.Version).
-		SetRank(s.Rank).
-		SetEventID(s.EventID).
-		OnConflict(
-			entsql.ConflictColumns(entsub.FieldProvider, entsub.FieldExternalID),
-			entsql.UpdateWhere(entsql.Or(
-				entsql.LT(entsql.Table(entsub.Table).C(entsub.FieldVersion), entsql.Raw("EXCLUDED."+entsub.FieldVersion)),
-				entsql.And(
-					entsql.EQ(entsql.Table(entsub.Table).C(entsub.FieldVersion), entsql.Raw("EXCLUDED."+entsub.FieldVersion)),
-					entsql.LT(entsql.Table(entsub.Table).C(entsub.FieldRank), entsql.Raw("EXCLUDED."+entsub.FieldRank)),
-				),
-			)),
-		).
-		UpdateNewValues().
-		ID(ctx)
-	tie := prev.found && prev.version == s.Version
-	switch {
-	case err == nil && tie:
-		return TieApplied, nil
-	case err == nil:
-		return Applied, nil
-	case errors.Is(err, sql.ErrNoRows) && tie:
-		return TieKept, nil
-	case errors.Is(err, sql.ErrNoRows):
-		return Stale, nil
-	default:
+	var (
+		written bool
+		prev    sql.NullInt64
+	)
+	err := tx.QueryRowContext(ctx, `
+		WITH prev AS (SELECT version FROM subscription WHERE provider = $1 AND external_id = $2),
+		up AS (
+			INSERT INTO subscription AS s (provider, external_id, customer_id, plan, status, version, rank, event_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (provider, external_id) DO UPDATE
+			SET customer_id = EXCLUDED.customer_id, plan = EXCLUDED.plan, status = EXCLUDED.status,
+				version = EXCLUDED.version, rank = EXCLUDED.rank, event_id = EXCLUDED.event_id, updated_at = CURRENT_TIMESTAMP
+			WHERE s.version < EXCLUDED.version OR (s.version = EXCLUDED.version AND s.rank < EXCLUDED.rank)
+			RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM up), (SELECT version FROM prev)`,
+		s.Provider, s.ExternalID, s.CustomerID, s.Plan, s.Status, s.Version, s.Rank, s.EventID,
+	).Scan(&written, &prev)
+	if err != nil {
 		return 0, fmt.Errorf("upsert subscription %s/%s: %w", s.Provider, s.ExternalID, err)
+	}
+	tie := prev.Valid && prev.Int64 == s.Version
+	switch {
+	case written && tie:
+		return TieApplied, nil
+	case written:
+		return Applied, nil
+	case tie:
+		return TieKept, nil
+	default:
+		return Stale, nil
 	}
 }
 
