@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"crypto/hmac"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -44,12 +43,11 @@ func verifyGitHub(h http.Header, body []byte, secrets [][]byte, _ time.Time, _ t
 	if err != nil {
 		return Verification{}, signatureError("X-Hub-Signature-256 is not hex")
 	}
-	for i, secret := range secrets {
-		if hmac.Equal(sig, hmacSHA256(secret, body)) {
-			return Verification{SecretIndex: i}, nil
-		}
+	i, ok := matchSecret(secrets, [][]byte{sig}, func(secret []byte) []byte { return hmacSHA256(secret, body) })
+	if !ok {
+		return Verification{}, signatureError("X-Hub-Signature-256 does not match the body")
 	}
-	return Verification{}, signatureError("X-Hub-Signature-256 does not match the body")
+	return Verification{SecretIndex: i}, nil
 }
 
 // SignGitHub returns an X-Hub-Signature-256 value for body.

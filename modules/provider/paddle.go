@@ -1,12 +1,10 @@
 package provider
 
 import (
-	"crypto/hmac"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -38,53 +36,21 @@ func verifyPaddle(h http.Header, body []byte, secrets [][]byte, now time.Time, t
 		return Verification{}, err
 	}
 	signedAt := time.Unix(ts, 0)
-	if tolerance > 0 && now.Sub(signedAt) > tolerance {
-		return Verification{}, signatureError("timestamp %d is older than the %s tolerance", ts, tolerance)
+	if err := olderThan(signedAt, now, tolerance); err != nil {
+		return Verification{}, err
 	}
-	for i, secret := range secrets {
-		want := hmacSHA256(secret, strconv.AppendInt(nil, ts, 10), []byte{':'}, body)
-		for _, sig := range sigs {
-			if hmac.Equal(sig, want) {
-				return Verification{SecretIndex: i, SignedAt: signedAt}, nil
-			}
-		}
+	tsb := strconv.AppendInt(nil, ts, 10)
+	i, ok := matchSecret(secrets, sigs, func(secret []byte) []byte { return hmacSHA256(secret, tsb, []byte{':'}, body) })
+	if !ok {
+		return Verification{}, signatureError("no h1 signature matches the body")
 	}
-	return Verification{}, signatureError("no h1 signature matches the body")
+	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }
 
 // ParsePaddleHeader splits a Paddle-Signature header into its timestamp and
-// decoded h1 signatures; other schemes and undecodable values are skipped.
+// decoded h1 signatures.
 func ParsePaddleHeader(header string) (int64, [][]byte, error) {
-	var (
-		ts    int64
-		hasTS bool
-		sigs  [][]byte
-	)
-	for _, part := range strings.Split(header, ";") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "ts":
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return 0, nil, signatureError("unreadable ts in Paddle-Signature")
-			}
-			ts, hasTS = n, true
-		case "h1":
-			if sig, err := hex.DecodeString(v); err == nil {
-				sigs = append(sigs, sig)
-			}
-		}
-	}
-	if !hasTS {
-		return 0, nil, signatureError("no ts in Paddle-Signature")
-	}
-	if len(sigs) == 0 {
-		return 0, nil, signatureError("no h1 signature in Paddle-Signature")
-	}
-	return ts, sigs, nil
+	return parseTimestamped(header, ";", "ts", "h1", "Paddle-Signature")
 }
 
 // SignPaddle returns a Paddle-Signature value for body at ts.

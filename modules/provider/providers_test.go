@@ -230,3 +230,13 @@ func TestIDFallback(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(ev.ID, "sha256:"))
 }
+
+func TestEmptySignatureNeverMatches(t *testing.T) {
+	h := http.Header{"Webhook-Id": {"msg"}, "Webhook-Timestamp": {"1700000000"}, "Webhook-Signature": {"v1, v1,="}}
+	_, err := Standard.Verify(h, []byte("{}"), [][]byte{[]byte("whsec_not base64!")}, time.Unix(1700000000, 0), -1)
+	require.ErrorIs(t, err, ErrSignature)
+	_, err = GitHub.Verify(http.Header{"X-Hub-Signature-256": {"sha256="}}, []byte("{}"), [][]byte{[]byte("s")}, time.Now(), -1)
+	require.ErrorIs(t, err, ErrSignature)
+	_, err = Shopify.Verify(http.Header{"X-Shopify-Hmac-Sha256": {"="}}, []byte("{}"), [][]byte{[]byte("s")}, time.Now(), -1)
+	require.ErrorIs(t, err, ErrSignature)
+}

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"crypto/hmac"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -51,12 +50,11 @@ func verifyShopify(h http.Header, body []byte, secrets [][]byte, _ time.Time, _ 
 	if err != nil {
 		return Verification{}, signatureError("X-Shopify-Hmac-Sha256 is not base64")
 	}
-	for i, secret := range secrets {
-		if hmac.Equal(sig, hmacSHA256(secret, body)) {
-			return Verification{SecretIndex: i}, nil
-		}
+	i, ok := matchSecret(secrets, [][]byte{sig}, func(secret []byte) []byte { return hmacSHA256(secret, body) })
+	if !ok {
+		return Verification{}, signatureError("X-Shopify-Hmac-Sha256 does not match the body")
 	}
-	return Verification{}, signatureError("X-Shopify-Hmac-Sha256 does not match the body")
+	return Verification{SecretIndex: i}, nil
 }
 
 // SignShopify returns an X-Shopify-Hmac-Sha256 value for body.

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"crypto/hmac"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -53,12 +52,11 @@ func verifySlack(h http.Header, body []byte, secrets [][]byte, now time.Time, to
 	if err != nil {
 		return Verification{}, signatureError("X-Slack-Signature is not hex")
 	}
-	for i, secret := range secrets {
-		if hmac.Equal(sig, hmacSHA256(secret, []byte("v0:"+tsHeader+":"), body)) {
-			return Verification{SecretIndex: i, SignedAt: signedAt}, nil
-		}
+	i, ok := matchSecret(secrets, [][]byte{sig}, func(secret []byte) []byte { return hmacSHA256(secret, []byte("v0:"+tsHeader+":"), body) })
+	if !ok {
+		return Verification{}, signatureError("X-Slack-Signature does not match the body")
 	}
-	return Verification{}, signatureError("X-Slack-Signature does not match the body")
+	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }
 
 // SignSlack returns X-Slack-Signature for body at ts.

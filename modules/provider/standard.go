@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"crypto/hmac"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -79,26 +78,24 @@ func verifyStandard(h http.Header, body []byte, secrets [][]byte, now time.Time,
 		if !ok || version != "v1" {
 			continue
 		}
-		if sig, err := base64.StdEncoding.DecodeString(b64); err == nil {
+		if sig, err := base64.StdEncoding.DecodeString(b64); err == nil && len(sig) > 0 {
 			sigs = append(sigs, sig)
 		}
 	}
 	if len(sigs) == 0 {
 		return Verification{}, signatureError("no v1 signature in webhook-signature")
 	}
-	for i, secret := range secrets {
+	i, ok := matchSecret(secrets, sigs, func(secret []byte) []byte {
 		key, err := StandardKey(secret)
 		if err != nil {
-			continue
+			return nil // never equal to a signature
 		}
-		want := hmacSHA256(key, []byte(id+"."+tsHeader+"."), body)
-		for _, sig := range sigs {
-			if hmac.Equal(sig, want) {
-				return Verification{SecretIndex: i, SignedAt: signedAt}, nil
-			}
-		}
+		return hmacSHA256(key, []byte(id+"."+tsHeader+"."), body)
+	})
+	if !ok {
+		return Verification{}, signatureError("no v1 signature matches the body")
 	}
-	return Verification{}, signatureError("no v1 signature matches the body")
+	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }
 
 // SignStandard returns a webhook-signature value for a delivery.

@@ -1,13 +1,10 @@
 package provider
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -37,54 +34,20 @@ func verifyStripe(h http.Header, body []byte, secrets [][]byte, now time.Time, t
 		return Verification{}, err
 	}
 	signedAt := time.Unix(ts, 0)
-	if tolerance > 0 && now.Sub(signedAt) > tolerance {
-		return Verification{}, signatureError("timestamp %d is older than the %s tolerance", ts, tolerance)
+	if err := olderThan(signedAt, now, tolerance); err != nil {
+		return Verification{}, err
 	}
-	for i, secret := range secrets {
-		want := StripeSignature(secret, ts, body)
-		for _, sig := range sigs {
-			if hmac.Equal(sig, want) {
-				return Verification{SecretIndex: i, SignedAt: signedAt}, nil
-			}
-		}
+	i, ok := matchSecret(secrets, sigs, func(secret []byte) []byte { return StripeSignature(secret, ts, body) })
+	if !ok {
+		return Verification{}, signatureError("no v1 signature matches the body")
 	}
-	return Verification{}, signatureError("no v1 signature matches the body")
+	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }
 
 // ParseStripeHeader splits a Stripe-Signature header into its timestamp and
-// decoded v1 signatures. Entries of other schemes and undecodable v1 values
-// are skipped, as Stripe's SDKs do.
+// decoded v1 signatures.
 func ParseStripeHeader(header string) (int64, [][]byte, error) {
-	var (
-		ts    int64
-		hasTS bool
-		sigs  [][]byte
-	)
-	for _, part := range strings.Split(header, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "t":
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return 0, nil, signatureError("unreadable timestamp in Stripe-Signature")
-			}
-			ts, hasTS = n, true
-		case "v1":
-			if sig, err := hex.DecodeString(v); err == nil && len(sig) == sha256.Size {
-				sigs = append(sigs, sig)
-			}
-		}
-	}
-	if !hasTS {
-		return 0, nil, signatureError("unable to extract timestamp from Stripe-Signature")
-	}
-	if len(sigs) == 0 {
-		return 0, nil, signatureError("no v1 signature in Stripe-Signature")
-	}
-	return ts, sigs, nil
+	return parseTimestamped(header, ",", "t", "v1", "Stripe-Signature")
 }
 
 // StripeSignature computes the v1 signature of body signed at ts.
