@@ -14,6 +14,9 @@
 // the status's place in the subscription lifecycle (incomplete < trialing <
 // active < past_due < unpaid/paused < canceled/incomplete_expired, so a
 // terminal status always wins), then the event type (created < updated <
-// deleted). A full tie keeps the stored row. Every tie is counted in
-// hookledger_version_ties_total.
+// deleted). A full tie keeps the stored row. With STRIPE_API_KEY set, a
+// Stripe tie is resolved by the truth instead: the subscription is
+// re-fetched from Stripe's API and its current state written at the tied
+// version. Every tie is counted in hookledger_version_ties_total
+// (resolution applied, kept or refetched).
 package subscription

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -18,6 +21,16 @@ import (
 // Config holds the module's dependencies.
 type Config struct {
 	Metrics *metrics.Set
+	// StripeAPI, when it has a key, resolves equal-version ties by
+	// re-fetching the subscription from Stripe.
+	StripeAPI StripeAPI
+}
+
+// StripeAPI reaches Stripe's REST API.
+type StripeAPI struct {
+	Base string // without /v1
+	Key  string
+	HTTP *http.Client
 }
 
 // Register adds the module's event handlers.
@@ -145,7 +158,67 @@ func (m *module) applyStripe(ctx context.Context, tx *ledger.Tx, ev *ledger.Even
 	if err != nil {
 		return err
 	}
+	if (w == TieKept || w == TieApplied) && m.cfg.StripeAPI.Key != "" {
+		return m.refetch(ctx, tx, s)
+	}
 	m.count(w)
+	return nil
+}
+
+// refetchRank ranks a state read from Stripe's API above any event of the
+// same second.
+const refetchRank = 1_000_000
+
+// refetch resolves a tie with the truth: Stripe's current state of the
+// subscription, written at the tied version, so that a later event still
+// moves it forward.
+func (m *module) refetch(ctx context.Context, tx *ledger.Tx, s State) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.cfg.StripeAPI.Base+"/v1/subscriptions/"+url.PathEscape(s.ExternalID), nil)
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(m.cfg.StripeAPI.Key, "")
+	hc := m.cfg.StripeAPI.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("re-fetch subscription %s: %w", s.ExternalID, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("re-fetch subscription %s: Stripe answered %s", s.ExternalID, resp.Status)
+	}
+	var obj struct {
+		Customer json.RawMessage `json:"customer"`
+		Status   string          `json:"status"`
+		Items    struct {
+			Data []struct {
+				Price struct {
+					ID string `json:"id"`
+				} `json:"price"`
+			} `json:"data"`
+		} `json:"items"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&obj); err != nil {
+		return fmt.Errorf("re-fetch subscription %s: %w", s.ExternalID, err)
+	}
+	plan := s.Plan
+	if len(obj.Items.Data) > 0 {
+		plan = obj.Items.Data[0].Price.ID
+	}
+	_, err = tx.ExecContext(ctx, `
+		UPDATE subscription SET status = $4, plan = $5, customer_id = COALESCE(NULLIF($6, ''), customer_id),
+			rank = $7, event_id = $8, updated_at = CURRENT_TIMESTAMP
+		WHERE provider = $1 AND external_id = $2 AND version = $3`,
+		s.Provider, s.ExternalID, s.Version, obj.Status, plan, provider.StripeID(obj.Customer), refetchRank, s.EventID)
+	if err != nil {
+		return fmt.Errorf("write re-fetched subscription %s: %w", s.ExternalID, err)
+	}
+	m.cfg.Metrics.VersionTies.WithLabelValues(entsub.Table, "refetched").Inc()
 	return nil
 }
 

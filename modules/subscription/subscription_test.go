@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"testing"
 
@@ -183,4 +185,30 @@ func TestPaddleOutOfOrder(t *testing.T) {
 	require.Equal(t, "ctm_01gyssmfx5rnmk4dt8qx88v0ee", s.CustomerID)
 	require.Equal(t, "pri_01gsz8x8sawmvhz1pv30nge1ke", s.Plan)
 	require.Equal(t, 1.0, testutil.ToFloat64(f.metrics.StaleSkipped.WithLabelValues("subscription")))
+}
+
+// TestTieRefetchedFromStripe: with an API key, two events of one second are
+// resolved by Stripe's current state of the subscription.
+func TestTieRefetchedFromStripe(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, _, _ := r.BasicAuth(); u != "sk_test_tie" || r.URL.Path != "/v1/subscriptions/sub_tie" {
+			http.Error(w, "no", http.StatusNotFound)
+			return
+		}
+		_, _ = w.Write([]byte(`{"id":"sub_tie","object":"subscription","customer":"cus_1","status":"unpaid","items":{"data":[{"price":{"id":"price_pro"}}]}}`))
+	}))
+	defer api.Close()
+	h := ledgertest.New(t, 0, func(h *ledgertest.Harness) {
+		subscription.Register(h.Registry, subscription.Config{Metrics: h.Metrics, StripeAPI: subscription.StripeAPI{Base: api.URL, Key: "sk_test_tie", HTTP: api.Client()}})
+	})
+	f := &fixture{Harness: h, metrics: h.Metrics}
+	require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_tie", "active", 900)))
+	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_tie", "past_due", 900)))
+	s := f.sub(t, "sub_tie")
+	require.Equal(t, "unpaid", s.Status, "Stripe's current state, not either event's")
+	require.Equal(t, "price_pro", s.Plan)
+	require.Equal(t, int64(900), s.Version, "at the tied version, so a later event still wins")
+	require.Equal(t, 1.0, testutil.ToFloat64(f.metrics.VersionTies.WithLabelValues("subscription", "refetched")))
+	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_tie", "active", 901)))
+	require.Equal(t, "active", f.sub(t, "sub_tie").Status)
 }
