@@ -47,9 +47,7 @@ type App struct {
 	log      *zap.Logger
 	pool     *pgxpool.Pool
 	listener *pgxpool.Pool
-	applies  *pgxpool.Pool
 	db       *sql.DB
-	applyDB  *sql.DB
 	ent      *ent.Client
 	river    *river.Client[*sql.Tx]
 	metrics  *metrics.Set
@@ -87,7 +85,6 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 		Logger:    log,
 		Metrics:   a.metrics,
 		Retention: cfg.Retention,
-		ApplyDB:   a.applyDB,
 	})
 	if err != nil {
 		a.Close()
@@ -149,13 +146,6 @@ func (a *App) openDatabase(ctx context.Context) error {
 		if a.listener, err = pgxpool.NewWithConfig(ctx, lcfg); err != nil {
 			return fmt.Errorf("listener pool: %w", err)
 		}
-		acfg := pcfg.Copy()
-		acfg.MaxConns = int32(a.cfg.Workers + 2)
-		acfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-		if a.applies, err = pgxpool.NewWithConfig(ctx, acfg); err != nil {
-			return fmt.Errorf("apply pool: %w", err)
-		}
-		a.applyDB = stdlib.OpenDBFromPool(a.applies)
 	}
 	return nil
 }
@@ -267,12 +257,6 @@ func (a *App) Close() {
 	a.stop()
 	if a.db != nil {
 		a.db.Close()
-	}
-	if a.applyDB != nil {
-		a.applyDB.Close()
-	}
-	if a.applies != nil {
-		a.applies.Close()
 	}
 	if a.listener != nil {
 		a.listener.Close()

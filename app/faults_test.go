@@ -168,11 +168,14 @@ func verify(t *testing.T, db *sql.DB, prefix string, reports []*simulate.Report)
 		f.Acked += r.Acked
 		require.Empty(t, r.Unacked, "every event eventually got a 2xx")
 	}
-	require.Eventually(t, func() bool {
+	if !assertEventually(func() bool {
 		var pending int
 		require.NoError(t, db.QueryRow(`SELECT count(*) FROM webhook_event WHERE status <> 'settled'`).Scan(&pending))
 		return pending == 0
-	}, 150*time.Second, 250*time.Millisecond, "every claimed event settles")
+	}, 150*time.Second) {
+		dumpPending(t, db)
+		t.Fatal("every claimed event settles")
+	}
 
 	for ns, r := range map[string]*simulate.Report{"stripe": stripe, "standard": standard} {
 		var settled int
@@ -339,4 +342,38 @@ chaos:
 	f := verify(t, db, "chaos_", reports)
 	t.Logf("CHAOS events=%d deliveries=%d acked=%d kills=%d db_restarts=%d lost=%d applied_twice=%d stuck=%d elapsed=%s",
 		f.Events, f.Deliveries, f.Acked, kills, restarts, f.Lost, f.AppliedTwice, f.Stuck, time.Since(start).Round(time.Second))
+}
+
+func assertEventually(cond func() bool, within time.Duration) bool {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+// dumpPending logs the unsettled rows and their River jobs.
+func dumpPending(t *testing.T, db *sql.DB) {
+	rows, err := db.Query(`
+		SELECT e.namespace, e.event_id, e.status, e.attempts, COALESCE(e.last_error, ''),
+			COALESCE(j.state::text, 'no job'), COALESCE(j.attempt, 0), COALESCE(j.scheduled_at::text, ''),
+			COALESCE((SELECT string_agg(x->>'error', ' | ') FROM unnest(j.errors) x), '')
+		FROM webhook_event e
+		LEFT JOIN river_job j ON j.kind = 'apply_event' AND j.args->>'namespace' = e.namespace AND j.args->>'event_id' = e.event_id
+		WHERE e.status <> 'settled' LIMIT 20`)
+	if err != nil {
+		t.Logf("dump: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ns, id, st, lastErr, jst, sched, errs string
+		var att, jatt int
+		_ = rows.Scan(&ns, &id, &st, &att, &lastErr, &jst, &jatt, &sched, &errs)
+		t.Logf("pending %s/%s %s attempts=%d last_error=%q job=%s attempt=%d scheduled=%s errors=%s", ns, id, st, att, lastErr, jst, jatt, sched, errs)
+	}
+	var now string
+	_ = db.QueryRow(`SELECT now()::text`).Scan(&now)
+	t.Logf("now %s", now)
 }

@@ -3,16 +3,17 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/rivertype"
 	"go.uber.org/zap"
 
-	"github.com/hookledger/hookledger/ent"
-	"github.com/hookledger/hookledger/ent/webhookevent"
 	"github.com/hookledger/hookledger/modules/metrics"
 )
 
@@ -54,52 +55,55 @@ const (
 	OutcomeFailed         Outcome = "failed"
 )
 
-// Apply locks the ledger row of args, runs its handlers and marks it
-// settled, all inside tx. The caller commits tx together with River's job
-// completion.
+// Apply settles the ledger row of args and runs its handlers, all inside
+// tx; the caller commits tx together with River's job completion. The row
+// is marked settled first, in the statement that locks it: the transaction
+// makes that invisible until the handlers succeed, and a failure rolls it
+// back with them. A row already settled is left alone unless args.Force.
 func Apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, Outcome, error) {
-	row, err := tx.Ent.WebhookEvent.Query().
-		Where(webhookevent.Namespace(args.Namespace), webhookevent.EventID(args.EventID)).
-		ForUpdate().
-		Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, OutcomeFailed, fmt.Errorf("apply %s/%s: %w", args.Namespace, args.EventID, ErrEventGone)
+	ev := &Event{Namespace: args.Namespace, EventID: args.EventID}
+	var (
+		payload    []byte
+		occurredAt sql.NullTime
+		wasStatus  string
+	)
+	err := tx.QueryRowContext(ctx, `
+		UPDATE webhook_event e
+		SET status = 'settled', settled_at = now(), attempts = e.attempts + 1, last_error = NULL
+		FROM (SELECT id, status FROM webhook_event WHERE namespace = $1 AND event_id = $2 FOR UPDATE) old
+		WHERE e.id = old.id AND (old.status <> 'settled' OR $3)
+		RETURNING e.provider, e.source, e.event_type, e.payload, e.occurred_at, e.replayed, old.status`,
+		args.Namespace, args.EventID, args.Force,
+	).Scan(&ev.Provider, &ev.Source, &ev.Type, &payload, &occurredAt, &ev.Replayed, &wasStatus)
+	if errors.Is(err, sql.ErrNoRows) {
+		return settledOrGone(ctx, tx, ev)
 	}
 	if err != nil {
 		return nil, OutcomeFailed, fmt.Errorf("lock %s/%s: %w", args.Namespace, args.EventID, err)
 	}
-	ev := &Event{
-		Namespace: row.Namespace,
-		EventID:   row.EventID,
-		Provider:  row.Provider,
-		Source:    row.Source,
-		Type:      row.EventType,
-		Payload:   row.Payload,
-		Replayed:  row.Replayed,
-		Forced:    args.Force && row.Status == webhookevent.StatusSettled,
-	}
-	if row.OccurredAt != nil {
-		ev.OccurredAt = *row.OccurredAt
-	}
-	if row.Status == webhookevent.StatusSettled && !args.Force {
-		return ev, OutcomeAlreadySettled, nil
-	}
-	for _, h := range reg.Handlers(row.Provider, row.EventType) {
+	ev.Payload = payload
+	ev.OccurredAt = occurredAt.Time
+	ev.Forced = args.Force && wasStatus == "settled"
+	for _, h := range reg.Handlers(ev.Provider, ev.Type) {
 		if err := h(ctx, tx, ev); err != nil {
-			return ev, OutcomeFailed, fmt.Errorf("apply %s %s/%s: %w", row.EventType, row.Namespace, row.EventID, err)
+			return ev, OutcomeFailed, fmt.Errorf("apply %s %s/%s: %w", ev.Type, ev.Namespace, ev.EventID, err)
 		}
 	}
-	err = tx.Ent.WebhookEvent.Update().
-		Where(webhookevent.ID(row.ID)).
-		SetStatus(webhookevent.StatusSettled).
-		SetSettledAt(time.Now()).
-		AddAttempts(1).
-		ClearLastError().
-		Exec(ctx)
-	if err != nil {
-		return ev, OutcomeFailed, fmt.Errorf("settle %s/%s: %w", row.Namespace, row.EventID, err)
-	}
 	return ev, OutcomeSettled, nil
+}
+
+// settledOrGone tells a row that was already settled from one that no
+// longer exists.
+func settledOrGone(ctx context.Context, tx *Tx, ev *Event) (*Event, Outcome, error) {
+	err := tx.QueryRowContext(ctx, `SELECT provider, event_type FROM webhook_event WHERE namespace = $1 AND event_id = $2`,
+		ev.Namespace, ev.EventID).Scan(&ev.Provider, &ev.Type)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, OutcomeFailed, fmt.Errorf("apply %s/%s: %w", ev.Namespace, ev.EventID, ErrEventGone)
+	}
+	if err != nil {
+		return nil, OutcomeFailed, fmt.Errorf("read %s/%s: %w", ev.Namespace, ev.EventID, err)
+	}
+	return ev, OutcomeAlreadySettled, nil
 }
 
 // RecordFailure marks the ledger row failed with the reason, in a statement
@@ -122,10 +126,7 @@ func RecordFailure(ctx context.Context, db *sql.DB, args ApplyArgs, reason strin
 // ApplyWorker is River's worker for ApplyArgs.
 type ApplyWorker struct {
 	river.WorkerDefaults[ApplyArgs]
-	DB *sql.DB
-	// AsyncDB, when set, is a view of a pool whose sessions run with
-	// synchronous_commit=off; applies run there and save a round trip.
-	AsyncDB  *sql.DB
+	DB       *sql.DB
 	Registry *Registry
 	Logger   *zap.Logger
 	Metrics  *metrics.Set
@@ -138,20 +139,11 @@ func (w *ApplyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error
 		ev      *Event
 		outcome Outcome
 	)
-	// The apply needs no synchronous commit: its effects, the ledger's
-	// settle and the job's completion commit together, so a commit lost to
-	// a database crash loses all three, and River runs the job again. Only
-	// the claim's commit, which a 2xx promises, must be durable.
-	db := w.AsyncDB
-	if db == nil {
-		db = w.DB
-	}
-	err := InTx(ctx, db, func(tx *Tx) error {
-		if w.AsyncDB == nil {
-			if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-				return fmt.Errorf("apply %s/%s: %w", job.Args.Namespace, job.Args.EventID, err)
-			}
-		}
+	// The apply commits synchronously like the claim. An asynchronous
+	// commit lost in a database crash would lose the settle, while River's
+	// completer, which completes the job again on its own connection once
+	// Work returns, would keep the job completed: an event never applied.
+	err := InTx(ctx, w.DB, func(tx *Tx) error {
 		var err error
 		ev, outcome, err = Apply(ctx, tx, w.Registry, job.Args)
 		if err != nil {
@@ -183,14 +175,37 @@ func (w *ApplyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error
 		log.Error("apply failed permanently; not retrying", zap.Error(err))
 		return river.JobCancel(err)
 	}
+	if IsUnavailable(err) {
+		err = fmt.Errorf("%s%w", unavailablePrefix, err)
+	}
 	log.Warn("apply failed; River retries", zap.Error(err))
 	return err
 }
 
+// unavailablePrefix marks a failure of the database rather than of the
+// handler in River's record of attempts.
+const unavailablePrefix = "database unavailable: "
+
+// handlerFailures counts the earlier attempts the handler itself failed:
+// not database outages, and not runs lost to a crash that River's rescuer
+// picked up.
+func handlerFailures(errs []rivertype.AttemptError) int {
+	n := 0
+	for _, e := range errs {
+		if !strings.HasPrefix(e.Error, unavailablePrefix) && !strings.HasPrefix(e.Error, "Stuck job rescued") {
+			n++
+		}
+	}
+	return n
+}
+
 // NextRetry backs off exponentially from one second, capped at ten minutes,
 // with jitter; River's default (attempt^4 s) waits weeks by the last try.
+// Only the handler's own failures count: attempts lost to a crash or a
+// database outage retry within seconds, so every event settles soon after
+// the process or the database is back.
 func (w *ApplyWorker) NextRetry(job *river.Job[ApplyArgs]) time.Time {
-	return time.Now().Add(RetryDelay(job.Attempt))
+	return time.Now().Add(RetryDelay(handlerFailures(job.Errors) + 1))
 }
 
 // RetryDelay is the wait before retry number attempt (1-based).

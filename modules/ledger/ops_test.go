@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/modules/ledger"
@@ -128,4 +129,17 @@ func TestRequeueLeavesARunningJobAlone(t *testing.T) {
 	require.Equal(t, ledger.RequeueRunning, res)
 	require.Equal(t, "failed", h.Row(t, "stripe", "evt_run").Status)
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job`), "never a second job beside a live one")
+}
+
+func TestRetryCountsOnlyHandlerFailures(t *testing.T) {
+	w := &ledger.ApplyWorker{}
+	job := &river.Job[ledger.ApplyArgs]{JobRow: &rivertype.JobRow{Attempt: 9, Errors: []rivertype.AttemptError{
+		{Error: "Stuck job rescued by JobRescuer"}, {Error: "database unavailable: begin: failed to connect"},
+		{Error: "Stuck job rescued by JobRescuer"}, {Error: "database unavailable: unexpected EOF"},
+	}}}
+	require.Less(t, time.Until(w.NextRetry(job)), 2*time.Second, "crashes and outages retry within seconds")
+	for range 6 {
+		job.Errors = append(job.Errors, rivertype.AttemptError{Error: "apply invoice.paid: card network down"})
+	}
+	require.Greater(t, time.Until(w.NextRetry(job)), time.Minute, "handler failures back off")
 }

@@ -29,9 +29,6 @@ type RiverOptions struct {
 	Registry *Registry
 	Logger   *zap.Logger
 	Metrics  *metrics.Set
-	// ApplyDB is where applies run: a pool with synchronous_commit=off
-	// (see ApplyWorker.AsyncDB); nil runs them on db.
-	ApplyDB *sql.DB
 	// Retention > 0 prunes settled ledger rows older than it, hourly, on
 	// the elected leader.
 	Retention time.Duration
@@ -61,7 +58,7 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 		workers := o.Registry.Workers()
 		// A registry serves one client at a time; a second client on it
 		// reuses the apply worker already there.
-		_ = river.AddWorkerSafely(workers, &ApplyWorker{DB: db, AsyncDB: o.ApplyDB, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics})
+		_ = river.AddWorkerSafely(workers, &ApplyWorker{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics})
 		cfg.Workers = workers
 		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}}
 		cfg.ErrorHandler = &errorHandler{db: db, logger: o.Logger.Named("river")}
