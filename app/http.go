@@ -58,11 +58,12 @@ func (a *App) buildHTTP() error {
 		if err != nil {
 			return err
 		}
-		var claimer receiver.Claimer = &ledger.Claimer{DB: a.db, River: a.river, LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly}
+		single := &ledger.Claimer{DB: a.db, River: a.river, LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly}
+		var claimer receiver.Claimer = single
 		if a.cfg.GroupCommit {
 			ctx, cancel := context.WithCancel(context.Background())
 			a.stop = cancel
-			claimer = ledger.NewBatcher(ctx, claimer.(*ledger.Claimer), a.cfg.ClaimCommitters, a.cfg.ClaimBatchMax)
+			claimer = ledger.NewBatcher(ctx, single, a.cfg.ClaimCommitters, a.cfg.ClaimBatchMax)
 		}
 		receiver.Routes(e, receiver.Config{
 			Sources:      sources,

@@ -163,7 +163,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		c.MaxBodyBytes = n
 	}
 	c.Workers = intVar(getenv, "WORKERS", DefaultWorkers, fail)
-	c.ClaimCommitters = intVar(getenv, "CLAIM_COMMITTERS", 4, fail)
+	c.ClaimCommitters = intVar(getenv, "CLAIM_COMMITTERS", 2, fail)
 	c.ClaimBatchMax = intVar(getenv, "CLAIM_BATCH_MAX", 256, fail)
 	switch v := or(getenv("CLAIM_GROUP_COMMIT"), "true"); v {
 	case "true", "1":

@@ -41,7 +41,7 @@ var localCandidates = []string{
 func Server(ctx context.Context, explicit string, logf func(format string, args ...any)) (string, error) {
 	if explicit != "" {
 		if err := ping(ctx, explicit); err != nil {
-			return "", fmt.Errorf("database %s: %w", Redact(explicit), err)
+			return "", fmt.Errorf("database %s: %w", config.RedactURL(explicit), err)
 		}
 		return explicit, nil
 	}
@@ -66,7 +66,7 @@ func Server(ctx context.Context, explicit string, logf func(format string, args 
 func EnsureDatabase(ctx context.Context, adminURL, name string) (string, error) {
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
-		return "", fmt.Errorf("connect %s: %w", Redact(adminURL), err)
+		return "", fmt.Errorf("connect %s: %w", config.RedactURL(adminURL), err)
 	}
 	defer conn.Close(ctx)
 	var exists bool
@@ -93,9 +93,6 @@ func WithDatabase(rawURL, name string) (string, error) {
 	u.Path = "/" + name
 	return u.String(), nil
 }
-
-// Redact hides the password of a database URL.
-func Redact(rawURL string) string { return config.RedactURL(rawURL) }
 
 func ping(ctx context.Context, rawURL string) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -306,7 +303,7 @@ func lockFile(path string) (func(), error) {
 func DropDatabase(ctx context.Context, adminURL, name string) error {
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", Redact(adminURL), err)
+		return fmt.Errorf("connect %s: %w", config.RedactURL(adminURL), err)
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
