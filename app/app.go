@@ -64,7 +64,7 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 	if err := cfg.RequireDatabase(); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, role: role, log: log, metrics: metrics.New(), registry: ledger.NewRegistry(), stop: func() {}}
+	a := &App{cfg: cfg, role: role, log: log, metrics: metrics.New(), registry: ledger.NewRegistry()}
 	for _, name := range cfg.Disabled {
 		log.Warn("source disabled: no secret configured", zap.String("source", name))
 	}
@@ -254,7 +254,9 @@ func (a *App) stopWorkers() {
 
 // Close releases the database pools.
 func (a *App) Close() {
-	a.stop()
+	if a.stop != nil {
+		a.stop()
+	}
 	if a.db != nil {
 		a.db.Close()
 	}
