@@ -202,7 +202,7 @@ func verify(t *testing.T, db *sql.DB, prefix string, reports []*simulate.Report)
 		require.NoError(t, db.QueryRow(`SELECT status, version FROM subscription WHERE provider = 'stripe' AND external_id = $1`, sub).Scan(&status, &version))
 		require.Equal(t, want, simulate.SubscriptionState{Status: status, Version: version}, "subscription %s holds its newest version", sub)
 	}
-	require.NoError(t, db.QueryRow(`SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND state <> 'completed'`).Scan(&f.Stuck))
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM river_job WHERE kind IN ('apply_event', 'apply_batch') AND state <> 'completed'`).Scan(&f.Stuck))
 	require.Zero(t, f.Lost, "nothing acknowledged is lost")
 	require.Zero(t, f.AppliedTwice, "nothing is applied twice")
 	require.Zero(t, f.Stuck, "no apply job is stuck")
@@ -360,7 +360,8 @@ func dumpPending(t *testing.T, db *sql.DB) {
 			COALESCE(j.state::text, 'no job'), COALESCE(j.attempt, 0), COALESCE(j.scheduled_at::text, ''),
 			COALESCE((SELECT string_agg(x->>'error', ' | ') FROM unnest(j.errors) x), '')
 		FROM webhook_event e
-		LEFT JOIN river_job j ON j.kind = 'apply_event' AND j.args->>'namespace' = e.namespace AND j.args->>'event_id' = e.event_id
+		LEFT JOIN river_job j ON (j.kind = 'apply_event' AND j.args->>'namespace' = e.namespace AND j.args->>'event_id' = e.event_id)
+			OR (j.kind = 'apply_batch' AND j.args->'events' @> jsonb_build_array(jsonb_build_object('namespace', e.namespace, 'event_id', e.event_id)))
 		WHERE e.status <> 'settled' LIMIT 20`)
 	if err != nil {
 		t.Logf("dump: %v", err)

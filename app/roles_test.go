@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/modules/dbtest"
+	"github.com/hookledger/hookledger/modules/ledgertest"
 )
 
 // TestSplitRoles runs two receivers and two workers on one database under
@@ -56,6 +57,6 @@ func TestSplitRoles(t *testing.T) {
 		return db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == events
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, events*(events+1)/2, db.Count(t, `SELECT quantity FROM usage_total WHERE customer_id = 'cus_roles'`), "each delta applied exactly once")
-	require.Equal(t, events, db.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event'`))
+	require.Equal(t, events, db.Count(t, ledgertest.JobCoverageSQL), "one apply job per event")
 	require.Equal(t, events, db.Count(t, `SELECT sum(attempts) FROM webhook_event`))
 }

@@ -13,7 +13,8 @@ import (
 
 // Batcher is group commit for claims: concurrent deliveries are gathered
 // into one transaction (one multi-row INSERT ... ON CONFLICT DO NOTHING
-// RETURNING and one InsertManyTx for their jobs), and each request still
+// RETURNING and one apply_batch job for the events it claimed, which a
+// worker applies in one transaction too), and each request still
 // gets its own answer, only after the commit. An idle Batcher adds no wait:
 // a request finds an idle committer and goes alone; under load, requests
 // that arrive while every committer is busy ride in the next transaction.
@@ -203,14 +204,27 @@ func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("batch claim: %w", err)
 		}
-		var jobs []river.InsertManyParams
+		var (
+			jobs    []river.InsertManyParams
+			claimed []EventKey
+		)
 		for _, p := range batch {
 			k := [2]string{p.claim.Namespace, p.claim.EventID}
 			p.claimed = inserted[k]
 			delete(inserted, k) // a second request for the key in this batch is a duplicate
-			if p.claimed || b.claimer.LogOnly {
-				jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: k[0], EventID: k[1], Force: b.claimer.LogOnly}})
+			switch {
+			case b.claimer.LogOnly:
+				jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: k[0], EventID: k[1], Force: true}})
+			case p.claimed:
+				claimed = append(claimed, EventKey{Namespace: k[0], EventID: k[1]})
 			}
+		}
+		switch {
+		case len(claimed) == 1:
+			jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: claimed[0].Namespace, EventID: claimed[0].EventID}})
+		case len(claimed) > 1:
+			// The events claimed together are applied together.
+			jobs = append(jobs, river.InsertManyParams{Args: ApplyBatchArgs{Events: claimed}})
 		}
 		if len(jobs) > 0 {
 			if _, err := b.claimer.River.InsertManyTx(ctx, tx.Tx, jobs); err != nil {

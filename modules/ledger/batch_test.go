@@ -43,7 +43,8 @@ func TestBatcherClaimsEachEventOnce(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int32(100), claimed.Load(), "one claim per event")
 	require.Equal(t, 100, h.DB.Count(t, `SELECT count(*) FROM webhook_event`))
-	require.Equal(t, 100, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event'`), "one job per event")
+	require.Equal(t, 100, h.DB.Count(t, ledgertest.JobCoverageSQL), "one job per event")
+	require.Positive(t, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_batch'`), "events claimed together are applied together")
 	require.Positive(t, b.Batches.Load(), "concurrent claims shared transactions")
 	require.Greater(t, b.Claims.Load(), b.Batches.Load())
 }
@@ -95,7 +96,7 @@ func TestBatcherFallsBackWhenABatchFails(t *testing.T) {
 		require.True(t, r.claimed, r.id)
 	}
 	require.Equal(t, 20, h.DB.Count(t, `SELECT count(*) FROM webhook_event`))
-	require.Equal(t, 20, h.DB.Count(t, `SELECT count(*) FROM river_job`))
+	require.Equal(t, 20, h.DB.Count(t, ledgertest.JobCoverageSQL))
 	require.Zero(t, b.Batches.Load(), "the failed batch committed nothing")
 }
 
@@ -145,4 +146,73 @@ func TestBatcherRecordsEveryColumn(t *testing.T) {
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_col3' AND secret_index = 3 AND clock_skew_ms = 3000 AND replayed AND occurred_at = to_timestamp(1700000000)`))
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_col2' AND secret_index IS NULL AND clock_skew_ms IS NULL AND occurred_at IS NULL AND NOT replayed`))
 	require.Equal(t, 4, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE payload->>'type' = 'invoice.paid' AND provider = 'stripe' AND source = 'stripe'`))
+}
+
+// TestBatchApplySplitsOnFailure: events claimed together are applied in one
+// transaction; when one of them fails, the batch is split and every event
+// succeeds, retries or fails on its own.
+func TestBatchApplySplitsOnFailure(t *testing.T) {
+	var failures atomic.Int32
+	h := ledgertest.New(t, 2, func(h *ledgertest.Harness) {
+		h.Registry.Handle("stripe", "invoice.paid", func(_ context.Context, _ *ledger.Tx, ev *ledger.Event) error {
+			if ev.EventID == "evt_split_bad" {
+				failures.Add(1)
+				return ledger.Permanent(fmt.Errorf("poison"))
+			}
+			return nil
+		})
+	})
+	err := ledger.InTx(context.Background(), h.DB.SQL, func(tx *ledger.Tx) error {
+		var keys []ledger.EventKey
+		for _, id := range []string{"evt_split_a", "evt_split_bad", "evt_split_c"} {
+			if _, err := tx.ExecContext(context.Background(), `INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload) VALUES ('stripe', $1, 'stripe', 'stripe', 'invoice.paid', '{}')`, id); err != nil {
+				return err
+			}
+			keys = append(keys, ledger.EventKey{Namespace: "stripe", EventID: id})
+		}
+		_, err := h.River.InsertTx(context.Background(), tx.Tx, ledger.ApplyBatchArgs{Events: keys}, nil)
+		return err
+	})
+	require.NoError(t, err)
+	h.WaitSettled(t, "stripe", "evt_split_a")
+	h.WaitSettled(t, "stripe", "evt_split_c")
+	require.Eventually(t, func() bool { return h.Row(t, "stripe", "evt_split_bad").Status == "failed" }, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1, h.Row(t, "stripe", "evt_split_a").Attempts, "settled once, by its own job")
+	require.Equal(t, 1, h.Row(t, "stripe", "evt_split_bad").Attempts)
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_batch' AND state = 'completed'`))
+	require.Equal(t, 3, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event'`))
+
+	require.Eventually(t, func() bool {
+		job, err := ledger.FindJob(context.Background(), h.DB.SQL, "stripe", "evt_split_bad")
+		require.NoError(t, err)
+		return job.State == "cancelled"
+	}, 10*time.Second, 20*time.Millisecond, "its own job, the newest, is found")
+}
+
+func TestBatchApplyAllInOneTransaction(t *testing.T) {
+	var applied atomic.Int32
+	h := ledgertest.New(t, 2, func(h *ledgertest.Harness) {
+		h.Registry.Handle("stripe", "invoice.paid", func(context.Context, *ledger.Tx, *ledger.Event) error { applied.Add(1); return nil })
+	})
+	var keys []ledger.EventKey
+	err := ledger.InTx(context.Background(), h.DB.SQL, func(tx *ledger.Tx) error {
+		for i := range 10 {
+			id := fmt.Sprintf("evt_all_%d", i)
+			if _, err := tx.ExecContext(context.Background(), `INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload) VALUES ('stripe', $1, 'stripe', 'stripe', 'invoice.paid', '{}')`, id); err != nil {
+				return err
+			}
+			keys = append(keys, ledger.EventKey{Namespace: "stripe", EventID: id})
+		}
+		_, err := h.River.InsertTx(context.Background(), tx.Tx, ledger.ApplyBatchArgs{Events: keys}, nil)
+		return err
+	})
+	require.NoError(t, err)
+	for _, k := range keys {
+		h.WaitSettled(t, k.Namespace, k.EventID)
+	}
+	require.Equal(t, int32(10), applied.Load())
+	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event'`), "no split")
+	job, err := ledger.FindJob(context.Background(), h.DB.SQL, "stripe", "evt_all_3")
+	require.NoError(t, err)
+	require.Equal(t, "completed", job.State)
 }

@@ -126,8 +126,9 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// FindJob returns the newest apply job of an event, or nil when River no
-// longer has one (it prunes finished jobs).
+// FindJob returns the newest apply job of an event, its own or the batch
+// it was claimed in, or nil when River no longer has one (it prunes
+// finished jobs).
 func FindJob(ctx context.Context, q querier, namespace, eventID string) (*Job, error) {
 	var (
 		j      Job
@@ -136,7 +137,8 @@ func FindJob(ctx context.Context, q querier, namespace, eventID string) (*Job, e
 	err := q.QueryRowContext(ctx, `
 		SELECT id, state, attempt, (SELECT string_agg(e->>'error', E'\n') FROM unnest(errors) AS e)
 		FROM river_job
-		WHERE kind = 'apply_event' AND args->>'namespace' = $1 AND args->>'event_id' = $2
+		WHERE (kind = 'apply_event' AND args->>'namespace' = $1 AND args->>'event_id' = $2)
+			OR (kind = 'apply_batch' AND args->'events' @> jsonb_build_array(jsonb_build_object('namespace', $1::text, 'event_id', $2::text)))
 		ORDER BY id DESC LIMIT 1`, namespace, eventID).Scan(&j.ID, &j.State, &j.Attempt, &errMsg)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil

@@ -45,9 +45,10 @@ type Registry struct {
 	jobs     JobInserter
 }
 
-// JobInserter inserts a River job inside a transaction; *river.Client is one.
+// JobInserter inserts River jobs inside a transaction; *river.Client is one.
 type JobInserter interface {
 	InsertTx(ctx context.Context, tx *sql.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	InsertManyTx(ctx context.Context, tx *sql.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error)
 }
 
 type family struct {
@@ -69,6 +70,16 @@ func (r *Registry) AddPeriodic(j *river.PeriodicJob) { r.periodic = append(r.per
 
 // BindJobs sets the inserter InsertTx uses; NewRiver binds its client.
 func (r *Registry) BindJobs(j JobInserter) { r.jobs = j }
+
+func (r *Registry) insertMany(ctx context.Context, tx *Tx, params []river.InsertManyParams) error {
+	if r.jobs == nil {
+		return errors.New("ledger: registry has no River client bound")
+	}
+	if _, err := r.jobs.InsertManyTx(ctx, tx.Tx, params); err != nil {
+		return fmt.Errorf("insert %d jobs: %w", len(params), err)
+	}
+	return nil
+}
 
 // InsertTx inserts a job in tx, so that it commits, or not, with the apply.
 func (r *Registry) InsertTx(ctx context.Context, tx *Tx, args river.JobArgs, opts *river.InsertOpts) error {

@@ -59,6 +59,7 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 		// A registry serves one client at a time; a second client on it
 		// reuses the apply worker already there.
 		_ = river.AddWorkerSafely(workers, &ApplyWorker{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics})
+		_ = river.AddWorkerSafely(workers, &ApplyBatchWorker{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics})
 		cfg.Workers = workers
 		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}}
 		cfg.ErrorHandler = &errorHandler{db: db, logger: o.Logger.Named("river")}

@@ -109,3 +109,8 @@ func (h *Harness) Row(t testing.TB, namespace, id string) Row {
 	require.NoError(t, err)
 	return r
 }
+
+// JobCoverageSQL counts the ledger keys that apply jobs carry: one per
+// apply_event job, one per event of an apply_batch job.
+const JobCoverageSQL = `SELECT (SELECT count(*) FROM river_job WHERE kind = 'apply_event')
+	+ (SELECT COALESCE(sum(jsonb_array_length(args->'events')), 0) FROM river_job WHERE kind = 'apply_batch')`
