@@ -305,7 +305,7 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	}()
 	_, err = pw.Write(body[:len(body)/2])
 	require.NoError(t, err)
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // the server is reading the body, even on a loaded machine
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.stop() }()
 	time.Sleep(100 * time.Millisecond)
