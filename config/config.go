@@ -19,7 +19,7 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultClaimTimeout = 2 * time.Second
 	DefaultRetention    = 2160 * time.Hour
-	DefaultWorkers      = 8
+	DefaultWorkers      = 4
 	DefaultDBMaxConns   = 48
 	// MinRetention is Stripe's replay window: a pruned id younger than this
 	// could be delivered or replayed again and claimed a second time.
