@@ -90,11 +90,15 @@ func (w *ApplyBatchWorker) Work(ctx context.Context, job *river.Job[ApplyBatchAr
 	for i, k := range keys {
 		split[i] = river.InsertManyParams{Args: ApplyArgs{Namespace: k.Namespace, EventID: k.EventID}}
 	}
-	serr := InTx(ctx, w.DB, func(tx *Tx) error {
-		if err := w.Registry.insertMany(ctx, tx, split); err != nil {
+	// Split even when the batch ran out of time: its context is done then,
+	// and a batch that can never finish must not keep its events.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	serr := InTx(sctx, w.DB, func(tx *Tx) error {
+		if err := w.Registry.insertMany(sctx, tx, split); err != nil {
 			return err
 		}
-		_, err := river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx.Tx, job)
+		_, err := river.JobCompleteTx[*riverdatabasesql.Driver](sctx, tx.Tx, job)
 		return err
 	})
 	if serr != nil {
