@@ -1,0 +1,19 @@
+// Package ledger is hookledger's core: the event ledger and the path from a
+// verified delivery to settled business state.
+//
+// It owns the webhook_event table (ent/schema/webhook_event.go) and the job
+// kinds apply_event, apply_batch and prune_ledger.
+//
+//   - Claim: Claimer inserts the ledger row with INSERT ... ON CONFLICT DO
+//     NOTHING RETURNING and the River job that applies it, in one
+//     transaction; Batcher does the same for many concurrent deliveries at
+//     once (group commit).
+//   - Apply: ApplyWorker and ApplyBatchWorker settle the ledger row, run the
+//     handlers a Registry maps to the event's provider and type, and
+//     complete River's job, all in one transaction.
+//   - Operate: Requeue, List, Find, FindJob, Prune, CountByStatus and the
+//     Prometheus Collector serve the admin API and the CLI.
+//
+// Modules register their handlers, workers and periodic jobs in a Registry;
+// InTx gives them a transaction that ent and River share.
+package ledger
