@@ -175,10 +175,17 @@ func (w *ApplyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error
 		log.Error("apply failed permanently; not retrying", zap.Error(err))
 		return river.JobCancel(err)
 	}
-	if IsUnavailable(err) {
-		err = fmt.Errorf("%s%w", unavailablePrefix, err)
-	}
+	err = markUnavailable(err)
 	log.Warn("apply failed; River retries", zap.Error(err))
+	return err
+}
+
+// markUnavailable prefixes a database failure so that River's record of
+// attempts tells it from a handler's failure (see handlerFailures).
+func markUnavailable(err error) error {
+	if IsUnavailable(err) {
+		return fmt.Errorf("%s%w", unavailablePrefix, err)
+	}
 	return err
 }
 

@@ -20,6 +20,15 @@ type EventKey struct {
 	EventID   string `json:"event_id"`
 }
 
+// less orders ledger keys. Transactions that lock ledger rows in this order
+// cannot deadlock on them.
+func (k EventKey) less(o EventKey) bool {
+	if k.Namespace != o.Namespace {
+		return k.Namespace < o.Namespace
+	}
+	return k.EventID < o.EventID
+}
+
 // ApplyBatchArgs applies the events one group commit claimed, in one
 // transaction: a handful of round trips for the batch instead of five per
 // event. It carries ledger keys only.
@@ -50,12 +59,7 @@ type ApplyBatchWorker struct {
 // its own, so each event succeeds, retries or fails on its own.
 func (w *ApplyBatchWorker) Work(ctx context.Context, job *river.Job[ApplyBatchArgs]) error {
 	keys := append([]EventKey(nil), job.Args.Events...)
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].Namespace != keys[j].Namespace {
-			return keys[i].Namespace < keys[j].Namespace
-		}
-		return keys[i].EventID < keys[j].EventID
-	})
+	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
 	start := time.Now()
 	type applied struct {
 		ev      *Event
@@ -102,10 +106,7 @@ func (w *ApplyBatchWorker) Work(ctx context.Context, job *river.Job[ApplyBatchAr
 		return err
 	})
 	if serr != nil {
-		if IsUnavailable(serr) {
-			return fmt.Errorf("%s%w", unavailablePrefix, serr)
-		}
-		return fmt.Errorf("split batch job %d: %w", job.ID, serr)
+		return markUnavailable(fmt.Errorf("split batch job %d: %w", job.ID, serr))
 	}
 	return nil
 }

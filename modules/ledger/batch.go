@@ -141,12 +141,7 @@ func batchContext(batch []*waiting) (context.Context, context.CancelFunc) {
 // keys this transaction inserted, gives each inserted key's first request
 // the claim, and enqueues their jobs with InsertManyTx.
 func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
-	sort.SliceStable(batch, func(i, j int) bool {
-		if batch[i].claim.Namespace != batch[j].claim.Namespace {
-			return batch[i].claim.Namespace < batch[j].claim.Namespace
-		}
-		return batch[i].claim.EventID < batch[j].claim.EventID
-	})
+	sort.SliceStable(batch, func(i, j int) bool { return batch[i].claim.key().less(batch[j].claim.key()) })
 	n := len(batch)
 	var (
 		namespaces, eventIDs, providers, sources, types, payloads, headers = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)

@@ -31,6 +31,8 @@ type Claim struct {
 	Replayed  bool
 }
 
+func (c Claim) key() EventKey { return EventKey{Namespace: c.Namespace, EventID: c.EventID} }
+
 // Claimer claims events: the ledger row and the River job that applies it
 // are inserted in one transaction, so a committed claim is always applied.
 type Claimer struct {
