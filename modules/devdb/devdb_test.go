@@ -2,6 +2,7 @@ package devdb_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,7 +24,12 @@ func TestThrowawayCluster(t *testing.T) {
 	require.NoError(t, os.Chmod(parent, 0o755)) // the postgres user must reach it when we run as root
 	t.Cleanup(func() { os.RemoveAll(parent) })
 
-	c, err := devdb.NewCluster(filepath.Join(parent, "data"), 54391)
+	// A free port, not a fixed one: two test runs at once must not meet.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	c, err := devdb.NewCluster(filepath.Join(parent, "data"), port)
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.False(t, c.Initialized())
