@@ -41,7 +41,11 @@ func paddle(ctx context.Context, o PaddleOptions, r *run) error {
 	if maxPages <= 0 {
 		maxPages = 10_000
 	}
-	for page := 0; next != "" && page < maxPages; page++ {
+	for page := 0; next != ""; page++ {
+		if page == maxPages {
+			r.update(func(s *Stats) { s.Truncated, s.Resume = true, next })
+			return fmt.Errorf("%w (%d pages); resume from %s", ErrTruncated, maxPages, next)
+		}
 		body, _, err := c.do(ctx, http.MethodGet, next)
 		if err != nil {
 			return fmt.Errorf("list paddle events: %w", err)

@@ -21,7 +21,15 @@ type Stats struct {
 	New       int64 `json:"new"`
 	Duplicate int64 `json:"duplicate"`
 	Failed    int64 `json:"failed"`
+	// Truncated is set when the run stopped at its page cap while the
+	// provider had more; Resume is where a next run picks up.
+	Truncated bool   `json:"truncated,omitempty"`
+	Resume    string `json:"resume,omitempty"`
 }
+
+// ErrTruncated is returned when a run stopped before the provider's last
+// page: the stats are not complete.
+var ErrTruncated = errors.New("replay stopped at its page cap before the last page")
 
 // Event is one event fetched from a provider's API: its exact JSON and the
 // headers a delivery of it would carry.

@@ -264,3 +264,28 @@ func TestReconcileCatchesUpOnItsOwn(t *testing.T) {
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now(), wm, time.Minute)
 }
+
+// TestPaddleCapSaysTruncated: a run that stops at its page cap while Paddle
+// still has more says so, with the cursor to resume from.
+func TestPaddleCapSaysTruncated(t *testing.T) {
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		after := r.URL.Query().Get("after")
+		n := len(after) // each page's cursor is one character longer
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"data": []any{map[string]any{"event_id": fmt.Sprintf("evt_page_%d", n), "event_type": "transaction.updated",
+				"occurred_at": "2026-11-30T10:00:00Z", "data": map[string]any{"id": "txn_1"}}},
+			"meta": map[string]any{"pagination": map[string]any{"next": srv.URL + "/events?after=" + after + "x", "has_more": true}},
+		})
+	}))
+	defer srv.Close()
+	var got int
+	sink := sinkFunc(func(context.Context, Event) (bool, error) { got++; return true, nil })
+	o := PaddleOptions{APIBase: srv.URL, APIKey: "pdl_key", Since: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), HTTP: srv.Client(), MaxPages: 3}
+	stats, err := Paddle(context.Background(), o, sink, nil)
+	require.ErrorIs(t, err, ErrTruncated)
+	require.True(t, stats.Truncated)
+	require.Equal(t, srv.URL+"/events?after=xxx", stats.Resume)
+	require.Equal(t, 3, got)
+	require.EqualValues(t, 3, stats.Fetched)
+}
