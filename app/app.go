@@ -99,7 +99,7 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 
 // registerModules is where every feature module is wired in: one line each.
 func (a *App) registerModules() {
-	subscription.Register(a.registry, subscription.Config{Metrics: a.metrics, StripeAPI: subscription.StripeAPI{
+	subscription.Register(a.registry, subscription.Config{DB: a.db, Metrics: a.metrics, StripeAPI: subscription.StripeAPI{
 		Base: a.cfg.StripeAPIBase, Key: a.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 5 * time.Second}}})
 	payment.Register(a.registry, payment.Config{DB: a.db, Sender: payment.LogSender{Logger: a.log.Named("receipt")}})
 	usage.Register(a.registry)

@@ -219,15 +219,18 @@ func eventsRequeue(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if f.Status != "failed" && !(f.Status == "settled" && *force) {
 		return fmt.Errorf("%w: requeue takes failed events, or settled ones with --force", errUsage)
 	}
-	n, err := ledger.RequeueMatching(ctx, a.db, a.river, f, *force, *dryRun)
+	counts, err := ledger.RequeueMatching(ctx, a.db, a.river, f, *force, *dryRun)
 	if err != nil {
 		return err
 	}
-	verb := "requeued"
 	if *dryRun {
-		verb = "would requeue"
+		fmt.Fprintf(stdout, "would requeue %d %s event(s)\n", counts.Requeued, f.Status)
+		return nil
 	}
-	fmt.Fprintf(stdout, "%s %d %s event(s)\n", verb, n, f.Status)
+	fmt.Fprintf(stdout, "requeued %d %s event(s); %d already being applied; %d skipped\n", counts.Requeued, f.Status, counts.Pending, counts.Skipped)
+	for reason, n := range counts.Reasons {
+		fmt.Fprintf(stdout, "  %d skipped: %s\n", n, reason)
+	}
 	return nil
 }
 

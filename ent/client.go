@@ -18,6 +18,7 @@ import (
 	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/replaywatermark"
 	"github.com/hookledger/hookledger/ent/subscription"
+	"github.com/hookledger/hookledger/ent/usagedelta"
 	"github.com/hookledger/hookledger/ent/usagetotal"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 
@@ -37,6 +38,8 @@ type Client struct {
 	ReplayWatermark *ReplayWatermarkClient
 	// Subscription is the client for interacting with the Subscription builders.
 	Subscription *SubscriptionClient
+	// UsageDelta is the client for interacting with the UsageDelta builders.
+	UsageDelta *UsageDeltaClient
 	// UsageTotal is the client for interacting with the UsageTotal builders.
 	UsageTotal *UsageTotalClient
 	// WebhookEvent is the client for interacting with the WebhookEvent builders.
@@ -56,6 +59,7 @@ func (c *Client) init() {
 	c.Payment = NewPaymentClient(c.config)
 	c.ReplayWatermark = NewReplayWatermarkClient(c.config)
 	c.Subscription = NewSubscriptionClient(c.config)
+	c.UsageDelta = NewUsageDeltaClient(c.config)
 	c.UsageTotal = NewUsageTotalClient(c.config)
 	c.WebhookEvent = NewWebhookEventClient(c.config)
 }
@@ -154,6 +158,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Payment:         NewPaymentClient(cfg),
 		ReplayWatermark: NewReplayWatermarkClient(cfg),
 		Subscription:    NewSubscriptionClient(cfg),
+		UsageDelta:      NewUsageDeltaClient(cfg),
 		UsageTotal:      NewUsageTotalClient(cfg),
 		WebhookEvent:    NewWebhookEventClient(cfg),
 	}, nil
@@ -179,6 +184,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Payment:         NewPaymentClient(cfg),
 		ReplayWatermark: NewReplayWatermarkClient(cfg),
 		Subscription:    NewSubscriptionClient(cfg),
+		UsageDelta:      NewUsageDeltaClient(cfg),
 		UsageTotal:      NewUsageTotalClient(cfg),
 		WebhookEvent:    NewWebhookEventClient(cfg),
 	}, nil
@@ -210,8 +216,8 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.GitHubBranch, c.Payment, c.ReplayWatermark, c.Subscription, c.UsageTotal,
-		c.WebhookEvent,
+		c.GitHubBranch, c.Payment, c.ReplayWatermark, c.Subscription, c.UsageDelta,
+		c.UsageTotal, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -221,8 +227,8 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.GitHubBranch, c.Payment, c.ReplayWatermark, c.Subscription, c.UsageTotal,
-		c.WebhookEvent,
+		c.GitHubBranch, c.Payment, c.ReplayWatermark, c.Subscription, c.UsageDelta,
+		c.UsageTotal, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -239,6 +245,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.ReplayWatermark.mutate(ctx, m)
 	case *SubscriptionMutation:
 		return c.Subscription.mutate(ctx, m)
+	case *UsageDeltaMutation:
+		return c.UsageDelta.mutate(ctx, m)
 	case *UsageTotalMutation:
 		return c.UsageTotal.mutate(ctx, m)
 	case *WebhookEventMutation:
@@ -780,6 +788,139 @@ func (c *SubscriptionClient) mutate(ctx context.Context, m *SubscriptionMutation
 	}
 }
 
+// UsageDeltaClient is a client for the UsageDelta schema.
+type UsageDeltaClient struct {
+	config
+}
+
+// NewUsageDeltaClient returns a client for the UsageDelta from the given config.
+func NewUsageDeltaClient(c config) *UsageDeltaClient {
+	return &UsageDeltaClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `usagedelta.Hooks(f(g(h())))`.
+func (c *UsageDeltaClient) Use(hooks ...Hook) {
+	c.hooks.UsageDelta = append(c.hooks.UsageDelta, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `usagedelta.Intercept(f(g(h())))`.
+func (c *UsageDeltaClient) Intercept(interceptors ...Interceptor) {
+	c.inters.UsageDelta = append(c.inters.UsageDelta, interceptors...)
+}
+
+// Create returns a builder for creating a UsageDelta entity.
+func (c *UsageDeltaClient) Create() *UsageDeltaCreate {
+	mutation := newUsageDeltaMutation(c.config, OpCreate)
+	return &UsageDeltaCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of UsageDelta entities.
+func (c *UsageDeltaClient) CreateBulk(builders ...*UsageDeltaCreate) *UsageDeltaCreateBulk {
+	return &UsageDeltaCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *UsageDeltaClient) MapCreateBulk(slice any, setFunc func(*UsageDeltaCreate, int)) *UsageDeltaCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &UsageDeltaCreateBulk{err: fmt.Errorf("calling to UsageDeltaClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*UsageDeltaCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &UsageDeltaCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for UsageDelta.
+func (c *UsageDeltaClient) Update() *UsageDeltaUpdate {
+	mutation := newUsageDeltaMutation(c.config, OpUpdate)
+	return &UsageDeltaUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *UsageDeltaClient) UpdateOne(_m *UsageDelta) *UsageDeltaUpdateOne {
+	mutation := newUsageDeltaMutation(c.config, OpUpdateOne, withUsageDelta(_m))
+	return &UsageDeltaUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *UsageDeltaClient) UpdateOneID(id int64) *UsageDeltaUpdateOne {
+	mutation := newUsageDeltaMutation(c.config, OpUpdateOne, withUsageDeltaID(id))
+	return &UsageDeltaUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for UsageDelta.
+func (c *UsageDeltaClient) Delete() *UsageDeltaDelete {
+	mutation := newUsageDeltaMutation(c.config, OpDelete)
+	return &UsageDeltaDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *UsageDeltaClient) DeleteOne(_m *UsageDelta) *UsageDeltaDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *UsageDeltaClient) DeleteOneID(id int64) *UsageDeltaDeleteOne {
+	builder := c.Delete().Where(usagedelta.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &UsageDeltaDeleteOne{builder}
+}
+
+// Query returns a query builder for UsageDelta.
+func (c *UsageDeltaClient) Query() *UsageDeltaQuery {
+	return &UsageDeltaQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeUsageDelta},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a UsageDelta entity by its id.
+func (c *UsageDeltaClient) Get(ctx context.Context, id int64) (*UsageDelta, error) {
+	return c.Query().Where(usagedelta.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *UsageDeltaClient) GetX(ctx context.Context, id int64) *UsageDelta {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *UsageDeltaClient) Hooks() []Hook {
+	return c.hooks.UsageDelta
+}
+
+// Interceptors returns the client interceptors.
+func (c *UsageDeltaClient) Interceptors() []Interceptor {
+	return c.inters.UsageDelta
+}
+
+func (c *UsageDeltaClient) mutate(ctx context.Context, m *UsageDeltaMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&UsageDeltaCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&UsageDeltaUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&UsageDeltaUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&UsageDeltaDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown UsageDelta mutation op: %q", m.Op())
+	}
+}
+
 // UsageTotalClient is a client for the UsageTotal schema.
 type UsageTotalClient struct {
 	config
@@ -1049,11 +1190,11 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		GitHubBranch, Payment, ReplayWatermark, Subscription, UsageTotal,
+		GitHubBranch, Payment, ReplayWatermark, Subscription, UsageDelta, UsageTotal,
 		WebhookEvent []ent.Hook
 	}
 	inters struct {
-		GitHubBranch, Payment, ReplayWatermark, Subscription, UsageTotal,
+		GitHubBranch, Payment, ReplayWatermark, Subscription, UsageDelta, UsageTotal,
 		WebhookEvent []ent.Interceptor
 	}
 )

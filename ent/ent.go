@@ -16,6 +16,7 @@ import (
 	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/replaywatermark"
 	"github.com/hookledger/hookledger/ent/subscription"
+	"github.com/hookledger/hookledger/ent/usagedelta"
 	"github.com/hookledger/hookledger/ent/usagetotal"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 )
@@ -82,6 +83,7 @@ func checkColumn(t, c string) error {
 			payment.Table:         payment.ValidColumn,
 			replaywatermark.Table: replaywatermark.ValidColumn,
 			subscription.Table:    subscription.ValidColumn,
+			usagedelta.Table:      usagedelta.ValidColumn,
 			usagetotal.Table:      usagetotal.ValidColumn,
 			webhookevent.Table:    webhookevent.ValidColumn,
 		})

@@ -17,6 +17,7 @@ import (
 	"github.com/hookledger/hookledger/ent/predicate"
 	"github.com/hookledger/hookledger/ent/replaywatermark"
 	"github.com/hookledger/hookledger/ent/subscription"
+	"github.com/hookledger/hookledger/ent/usagedelta"
 	"github.com/hookledger/hookledger/ent/usagetotal"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 )
@@ -34,6 +35,7 @@ const (
 	TypePayment         = "Payment"
 	TypeReplayWatermark = "ReplayWatermark"
 	TypeSubscription    = "Subscription"
+	TypeUsageDelta      = "UsageDelta"
 	TypeUsageTotal      = "UsageTotal"
 	TypeWebhookEvent    = "WebhookEvent"
 )
@@ -736,6 +738,7 @@ type PaymentMutation struct {
 	op                 Op
 	typ                string
 	id                 *int64
+	namespace          *string
 	provider           *string
 	external_id        *string
 	customer_id        *string
@@ -857,6 +860,42 @@ func (m *PaymentMutation) IDs(ctx context.Context) ([]int64, error) {
 	default:
 		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
 	}
+}
+
+// SetNamespace sets the "namespace" field.
+func (m *PaymentMutation) SetNamespace(s string) {
+	m.namespace = &s
+}
+
+// Namespace returns the value of the "namespace" field in the mutation.
+func (m *PaymentMutation) Namespace() (r string, exists bool) {
+	v := m.namespace
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNamespace returns the old "namespace" field's value of the Payment entity.
+// If the Payment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PaymentMutation) OldNamespace(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNamespace is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNamespace requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNamespace: %w", err)
+	}
+	return oldValue.Namespace, nil
+}
+
+// ResetNamespace resets all changes to the "namespace" field.
+func (m *PaymentMutation) ResetNamespace() {
+	m.namespace = nil
 }
 
 // SetProvider sets the "provider" field.
@@ -1313,7 +1352,10 @@ func (m *PaymentMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PaymentMutation) Fields() []string {
-	fields := make([]string, 0, 10)
+	fields := make([]string, 0, 11)
+	if m.namespace != nil {
+		fields = append(fields, payment.FieldNamespace)
+	}
 	if m.provider != nil {
 		fields = append(fields, payment.FieldProvider)
 	}
@@ -1352,6 +1394,8 @@ func (m *PaymentMutation) Fields() []string {
 // schema.
 func (m *PaymentMutation) Field(name string) (ent.Value, bool) {
 	switch name {
+	case payment.FieldNamespace:
+		return m.Namespace()
 	case payment.FieldProvider:
 		return m.Provider()
 	case payment.FieldExternalID:
@@ -1381,6 +1425,8 @@ func (m *PaymentMutation) Field(name string) (ent.Value, bool) {
 // database failed.
 func (m *PaymentMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
 	switch name {
+	case payment.FieldNamespace:
+		return m.OldNamespace(ctx)
 	case payment.FieldProvider:
 		return m.OldProvider(ctx)
 	case payment.FieldExternalID:
@@ -1410,6 +1456,13 @@ func (m *PaymentMutation) OldField(ctx context.Context, name string) (ent.Value,
 // type.
 func (m *PaymentMutation) SetField(name string, value ent.Value) error {
 	switch name {
+	case payment.FieldNamespace:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNamespace(v)
+		return nil
 	case payment.FieldProvider:
 		v, ok := value.(string)
 		if !ok {
@@ -1568,6 +1621,9 @@ func (m *PaymentMutation) ClearField(name string) error {
 // It returns an error if the field is not defined in the schema.
 func (m *PaymentMutation) ResetField(name string) error {
 	switch name {
+	case payment.FieldNamespace:
+		m.ResetNamespace()
+		return nil
 	case payment.FieldProvider:
 		m.ResetProvider()
 		return nil
@@ -2096,6 +2152,7 @@ type SubscriptionMutation struct {
 	op            Op
 	typ           string
 	id            *int64
+	namespace     *string
 	provider      *string
 	external_id   *string
 	customer_id   *string
@@ -2215,6 +2272,42 @@ func (m *SubscriptionMutation) IDs(ctx context.Context) ([]int64, error) {
 	default:
 		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
 	}
+}
+
+// SetNamespace sets the "namespace" field.
+func (m *SubscriptionMutation) SetNamespace(s string) {
+	m.namespace = &s
+}
+
+// Namespace returns the value of the "namespace" field in the mutation.
+func (m *SubscriptionMutation) Namespace() (r string, exists bool) {
+	v := m.namespace
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNamespace returns the old "namespace" field's value of the Subscription entity.
+// If the Subscription object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SubscriptionMutation) OldNamespace(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNamespace is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNamespace requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNamespace: %w", err)
+	}
+	return oldValue.Namespace, nil
+}
+
+// ResetNamespace resets all changes to the "namespace" field.
+func (m *SubscriptionMutation) ResetNamespace() {
+	m.namespace = nil
 }
 
 // SetProvider sets the "provider" field.
@@ -2615,7 +2708,10 @@ func (m *SubscriptionMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *SubscriptionMutation) Fields() []string {
-	fields := make([]string, 0, 9)
+	fields := make([]string, 0, 10)
+	if m.namespace != nil {
+		fields = append(fields, subscription.FieldNamespace)
+	}
 	if m.provider != nil {
 		fields = append(fields, subscription.FieldProvider)
 	}
@@ -2651,6 +2747,8 @@ func (m *SubscriptionMutation) Fields() []string {
 // schema.
 func (m *SubscriptionMutation) Field(name string) (ent.Value, bool) {
 	switch name {
+	case subscription.FieldNamespace:
+		return m.Namespace()
 	case subscription.FieldProvider:
 		return m.Provider()
 	case subscription.FieldExternalID:
@@ -2678,6 +2776,8 @@ func (m *SubscriptionMutation) Field(name string) (ent.Value, bool) {
 // database failed.
 func (m *SubscriptionMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
 	switch name {
+	case subscription.FieldNamespace:
+		return m.OldNamespace(ctx)
 	case subscription.FieldProvider:
 		return m.OldProvider(ctx)
 	case subscription.FieldExternalID:
@@ -2705,6 +2805,13 @@ func (m *SubscriptionMutation) OldField(ctx context.Context, name string) (ent.V
 // type.
 func (m *SubscriptionMutation) SetField(name string, value ent.Value) error {
 	switch name {
+	case subscription.FieldNamespace:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNamespace(v)
+		return nil
 	case subscription.FieldProvider:
 		v, ok := value.(string)
 		if !ok {
@@ -2844,6 +2951,9 @@ func (m *SubscriptionMutation) ClearField(name string) error {
 // It returns an error if the field is not defined in the schema.
 func (m *SubscriptionMutation) ResetField(name string) error {
 	switch name {
+	case subscription.FieldNamespace:
+		m.ResetNamespace()
+		return nil
 	case subscription.FieldProvider:
 		m.ResetProvider()
 		return nil
@@ -2923,12 +3033,651 @@ func (m *SubscriptionMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Subscription edge %s", name)
 }
 
+// UsageDeltaMutation represents an operation that mutates the UsageDelta nodes in the graph.
+type UsageDeltaMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	namespace     *string
+	event_id      *string
+	customer_id   *string
+	metric        *string
+	quantity      *int64
+	addquantity   *int64
+	applied_at    *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*UsageDelta, error)
+	predicates    []predicate.UsageDelta
+}
+
+var _ ent.Mutation = (*UsageDeltaMutation)(nil)
+
+// usagedeltaOption allows management of the mutation configuration using functional options.
+type usagedeltaOption func(*UsageDeltaMutation)
+
+// newUsageDeltaMutation creates new mutation for the UsageDelta entity.
+func newUsageDeltaMutation(c config, op Op, opts ...usagedeltaOption) *UsageDeltaMutation {
+	m := &UsageDeltaMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeUsageDelta,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withUsageDeltaID sets the ID field of the mutation.
+func withUsageDeltaID(id int64) usagedeltaOption {
+	return func(m *UsageDeltaMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *UsageDelta
+		)
+		m.oldValue = func(ctx context.Context) (*UsageDelta, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().UsageDelta.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withUsageDelta sets the old UsageDelta of the mutation.
+func withUsageDelta(node *UsageDelta) usagedeltaOption {
+	return func(m *UsageDeltaMutation) {
+		m.oldValue = func(context.Context) (*UsageDelta, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m UsageDeltaMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m UsageDeltaMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of UsageDelta entities.
+func (m *UsageDeltaMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *UsageDeltaMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *UsageDeltaMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().UsageDelta.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetNamespace sets the "namespace" field.
+func (m *UsageDeltaMutation) SetNamespace(s string) {
+	m.namespace = &s
+}
+
+// Namespace returns the value of the "namespace" field in the mutation.
+func (m *UsageDeltaMutation) Namespace() (r string, exists bool) {
+	v := m.namespace
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNamespace returns the old "namespace" field's value of the UsageDelta entity.
+// If the UsageDelta object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UsageDeltaMutation) OldNamespace(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNamespace is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNamespace requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNamespace: %w", err)
+	}
+	return oldValue.Namespace, nil
+}
+
+// ResetNamespace resets all changes to the "namespace" field.
+func (m *UsageDeltaMutation) ResetNamespace() {
+	m.namespace = nil
+}
+
+// SetEventID sets the "event_id" field.
+func (m *UsageDeltaMutation) SetEventID(s string) {
+	m.event_id = &s
+}
+
+// EventID returns the value of the "event_id" field in the mutation.
+func (m *UsageDeltaMutation) EventID() (r string, exists bool) {
+	v := m.event_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEventID returns the old "event_id" field's value of the UsageDelta entity.
+// If the UsageDelta object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UsageDeltaMutation) OldEventID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEventID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEventID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEventID: %w", err)
+	}
+	return oldValue.EventID, nil
+}
+
+// ResetEventID resets all changes to the "event_id" field.
+func (m *UsageDeltaMutation) ResetEventID() {
+	m.event_id = nil
+}
+
+// SetCustomerID sets the "customer_id" field.
+func (m *UsageDeltaMutation) SetCustomerID(s string) {
+	m.customer_id = &s
+}
+
+// CustomerID returns the value of the "customer_id" field in the mutation.
+func (m *UsageDeltaMutation) CustomerID() (r string, exists bool) {
+	v := m.customer_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCustomerID returns the old "customer_id" field's value of the UsageDelta entity.
+// If the UsageDelta object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UsageDeltaMutation) OldCustomerID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCustomerID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCustomerID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCustomerID: %w", err)
+	}
+	return oldValue.CustomerID, nil
+}
+
+// ResetCustomerID resets all changes to the "customer_id" field.
+func (m *UsageDeltaMutation) ResetCustomerID() {
+	m.customer_id = nil
+}
+
+// SetMetric sets the "metric" field.
+func (m *UsageDeltaMutation) SetMetric(s string) {
+	m.metric = &s
+}
+
+// Metric returns the value of the "metric" field in the mutation.
+func (m *UsageDeltaMutation) Metric() (r string, exists bool) {
+	v := m.metric
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMetric returns the old "metric" field's value of the UsageDelta entity.
+// If the UsageDelta object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UsageDeltaMutation) OldMetric(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMetric is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMetric requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMetric: %w", err)
+	}
+	return oldValue.Metric, nil
+}
+
+// ResetMetric resets all changes to the "metric" field.
+func (m *UsageDeltaMutation) ResetMetric() {
+	m.metric = nil
+}
+
+// SetQuantity sets the "quantity" field.
+func (m *UsageDeltaMutation) SetQuantity(i int64) {
+	m.quantity = &i
+	m.addquantity = nil
+}
+
+// Quantity returns the value of the "quantity" field in the mutation.
+func (m *UsageDeltaMutation) Quantity() (r int64, exists bool) {
+	v := m.quantity
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldQuantity returns the old "quantity" field's value of the UsageDelta entity.
+// If the UsageDelta object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UsageDeltaMutation) OldQuantity(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldQuantity is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldQuantity requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldQuantity: %w", err)
+	}
+	return oldValue.Quantity, nil
+}
+
+// AddQuantity adds i to the "quantity" field.
+func (m *UsageDeltaMutation) AddQuantity(i int64) {
+	if m.addquantity != nil {
+		*m.addquantity += i
+	} else {
+		m.addquantity = &i
+	}
+}
+
+// AddedQuantity returns the value that was added to the "quantity" field in this mutation.
+func (m *UsageDeltaMutation) AddedQuantity() (r int64, exists bool) {
+	v := m.addquantity
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetQuantity resets all changes to the "quantity" field.
+func (m *UsageDeltaMutation) ResetQuantity() {
+	m.quantity = nil
+	m.addquantity = nil
+}
+
+// SetAppliedAt sets the "applied_at" field.
+func (m *UsageDeltaMutation) SetAppliedAt(t time.Time) {
+	m.applied_at = &t
+}
+
+// AppliedAt returns the value of the "applied_at" field in the mutation.
+func (m *UsageDeltaMutation) AppliedAt() (r time.Time, exists bool) {
+	v := m.applied_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAppliedAt returns the old "applied_at" field's value of the UsageDelta entity.
+// If the UsageDelta object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UsageDeltaMutation) OldAppliedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAppliedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAppliedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAppliedAt: %w", err)
+	}
+	return oldValue.AppliedAt, nil
+}
+
+// ResetAppliedAt resets all changes to the "applied_at" field.
+func (m *UsageDeltaMutation) ResetAppliedAt() {
+	m.applied_at = nil
+}
+
+// Where appends a list predicates to the UsageDeltaMutation builder.
+func (m *UsageDeltaMutation) Where(ps ...predicate.UsageDelta) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the UsageDeltaMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *UsageDeltaMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.UsageDelta, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *UsageDeltaMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *UsageDeltaMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (UsageDelta).
+func (m *UsageDeltaMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *UsageDeltaMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.namespace != nil {
+		fields = append(fields, usagedelta.FieldNamespace)
+	}
+	if m.event_id != nil {
+		fields = append(fields, usagedelta.FieldEventID)
+	}
+	if m.customer_id != nil {
+		fields = append(fields, usagedelta.FieldCustomerID)
+	}
+	if m.metric != nil {
+		fields = append(fields, usagedelta.FieldMetric)
+	}
+	if m.quantity != nil {
+		fields = append(fields, usagedelta.FieldQuantity)
+	}
+	if m.applied_at != nil {
+		fields = append(fields, usagedelta.FieldAppliedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *UsageDeltaMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case usagedelta.FieldNamespace:
+		return m.Namespace()
+	case usagedelta.FieldEventID:
+		return m.EventID()
+	case usagedelta.FieldCustomerID:
+		return m.CustomerID()
+	case usagedelta.FieldMetric:
+		return m.Metric()
+	case usagedelta.FieldQuantity:
+		return m.Quantity()
+	case usagedelta.FieldAppliedAt:
+		return m.AppliedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *UsageDeltaMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case usagedelta.FieldNamespace:
+		return m.OldNamespace(ctx)
+	case usagedelta.FieldEventID:
+		return m.OldEventID(ctx)
+	case usagedelta.FieldCustomerID:
+		return m.OldCustomerID(ctx)
+	case usagedelta.FieldMetric:
+		return m.OldMetric(ctx)
+	case usagedelta.FieldQuantity:
+		return m.OldQuantity(ctx)
+	case usagedelta.FieldAppliedAt:
+		return m.OldAppliedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown UsageDelta field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UsageDeltaMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case usagedelta.FieldNamespace:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNamespace(v)
+		return nil
+	case usagedelta.FieldEventID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEventID(v)
+		return nil
+	case usagedelta.FieldCustomerID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCustomerID(v)
+		return nil
+	case usagedelta.FieldMetric:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMetric(v)
+		return nil
+	case usagedelta.FieldQuantity:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetQuantity(v)
+		return nil
+	case usagedelta.FieldAppliedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAppliedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown UsageDelta field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *UsageDeltaMutation) AddedFields() []string {
+	var fields []string
+	if m.addquantity != nil {
+		fields = append(fields, usagedelta.FieldQuantity)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *UsageDeltaMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case usagedelta.FieldQuantity:
+		return m.AddedQuantity()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *UsageDeltaMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case usagedelta.FieldQuantity:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddQuantity(v)
+		return nil
+	}
+	return fmt.Errorf("unknown UsageDelta numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *UsageDeltaMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *UsageDeltaMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *UsageDeltaMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown UsageDelta nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *UsageDeltaMutation) ResetField(name string) error {
+	switch name {
+	case usagedelta.FieldNamespace:
+		m.ResetNamespace()
+		return nil
+	case usagedelta.FieldEventID:
+		m.ResetEventID()
+		return nil
+	case usagedelta.FieldCustomerID:
+		m.ResetCustomerID()
+		return nil
+	case usagedelta.FieldMetric:
+		m.ResetMetric()
+		return nil
+	case usagedelta.FieldQuantity:
+		m.ResetQuantity()
+		return nil
+	case usagedelta.FieldAppliedAt:
+		m.ResetAppliedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown UsageDelta field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *UsageDeltaMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *UsageDeltaMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *UsageDeltaMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *UsageDeltaMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *UsageDeltaMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *UsageDeltaMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *UsageDeltaMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown UsageDelta unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *UsageDeltaMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown UsageDelta edge %s", name)
+}
+
 // UsageTotalMutation represents an operation that mutates the UsageTotal nodes in the graph.
 type UsageTotalMutation struct {
 	config
 	op            Op
 	typ           string
 	id            *int64
+	namespace     *string
 	customer_id   *string
 	metric        *string
 	quantity      *int64
@@ -3042,6 +3791,42 @@ func (m *UsageTotalMutation) IDs(ctx context.Context) ([]int64, error) {
 	default:
 		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
 	}
+}
+
+// SetNamespace sets the "namespace" field.
+func (m *UsageTotalMutation) SetNamespace(s string) {
+	m.namespace = &s
+}
+
+// Namespace returns the value of the "namespace" field in the mutation.
+func (m *UsageTotalMutation) Namespace() (r string, exists bool) {
+	v := m.namespace
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNamespace returns the old "namespace" field's value of the UsageTotal entity.
+// If the UsageTotal object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *UsageTotalMutation) OldNamespace(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNamespace is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNamespace requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNamespace: %w", err)
+	}
+	return oldValue.Namespace, nil
+}
+
+// ResetNamespace resets all changes to the "namespace" field.
+func (m *UsageTotalMutation) ResetNamespace() {
+	m.namespace = nil
 }
 
 // SetCustomerID sets the "customer_id" field.
@@ -3242,7 +4027,10 @@ func (m *UsageTotalMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *UsageTotalMutation) Fields() []string {
-	fields := make([]string, 0, 4)
+	fields := make([]string, 0, 5)
+	if m.namespace != nil {
+		fields = append(fields, usagetotal.FieldNamespace)
+	}
 	if m.customer_id != nil {
 		fields = append(fields, usagetotal.FieldCustomerID)
 	}
@@ -3263,6 +4051,8 @@ func (m *UsageTotalMutation) Fields() []string {
 // schema.
 func (m *UsageTotalMutation) Field(name string) (ent.Value, bool) {
 	switch name {
+	case usagetotal.FieldNamespace:
+		return m.Namespace()
 	case usagetotal.FieldCustomerID:
 		return m.CustomerID()
 	case usagetotal.FieldMetric:
@@ -3280,6 +4070,8 @@ func (m *UsageTotalMutation) Field(name string) (ent.Value, bool) {
 // database failed.
 func (m *UsageTotalMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
 	switch name {
+	case usagetotal.FieldNamespace:
+		return m.OldNamespace(ctx)
 	case usagetotal.FieldCustomerID:
 		return m.OldCustomerID(ctx)
 	case usagetotal.FieldMetric:
@@ -3297,6 +4089,13 @@ func (m *UsageTotalMutation) OldField(ctx context.Context, name string) (ent.Val
 // type.
 func (m *UsageTotalMutation) SetField(name string, value ent.Value) error {
 	switch name {
+	case usagetotal.FieldNamespace:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNamespace(v)
+		return nil
 	case usagetotal.FieldCustomerID:
 		v, ok := value.(string)
 		if !ok {
@@ -3389,6 +4188,9 @@ func (m *UsageTotalMutation) ClearField(name string) error {
 // It returns an error if the field is not defined in the schema.
 func (m *UsageTotalMutation) ResetField(name string) error {
 	switch name {
+	case usagetotal.FieldNamespace:
+		m.ResetNamespace()
+		return nil
 	case usagetotal.FieldCustomerID:
 		m.ResetCustomerID()
 		return nil
@@ -3479,6 +4281,9 @@ type WebhookEventMutation struct {
 	clock_skew_ms    *int64
 	addclock_skew_ms *int64
 	replayed         *bool
+	failures         *int
+	addfailures      *int
+	failing_since    *time.Time
 	clearedFields    map[string]struct{}
 	done             bool
 	oldValue         func(context.Context) (*WebhookEvent, error)
@@ -4320,6 +5125,111 @@ func (m *WebhookEventMutation) ResetReplayed() {
 	m.replayed = nil
 }
 
+// SetFailures sets the "failures" field.
+func (m *WebhookEventMutation) SetFailures(i int) {
+	m.failures = &i
+	m.addfailures = nil
+}
+
+// Failures returns the value of the "failures" field in the mutation.
+func (m *WebhookEventMutation) Failures() (r int, exists bool) {
+	v := m.failures
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFailures returns the old "failures" field's value of the WebhookEvent entity.
+// If the WebhookEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *WebhookEventMutation) OldFailures(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFailures is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFailures requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFailures: %w", err)
+	}
+	return oldValue.Failures, nil
+}
+
+// AddFailures adds i to the "failures" field.
+func (m *WebhookEventMutation) AddFailures(i int) {
+	if m.addfailures != nil {
+		*m.addfailures += i
+	} else {
+		m.addfailures = &i
+	}
+}
+
+// AddedFailures returns the value that was added to the "failures" field in this mutation.
+func (m *WebhookEventMutation) AddedFailures() (r int, exists bool) {
+	v := m.addfailures
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetFailures resets all changes to the "failures" field.
+func (m *WebhookEventMutation) ResetFailures() {
+	m.failures = nil
+	m.addfailures = nil
+}
+
+// SetFailingSince sets the "failing_since" field.
+func (m *WebhookEventMutation) SetFailingSince(t time.Time) {
+	m.failing_since = &t
+}
+
+// FailingSince returns the value of the "failing_since" field in the mutation.
+func (m *WebhookEventMutation) FailingSince() (r time.Time, exists bool) {
+	v := m.failing_since
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFailingSince returns the old "failing_since" field's value of the WebhookEvent entity.
+// If the WebhookEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *WebhookEventMutation) OldFailingSince(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFailingSince is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFailingSince requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFailingSince: %w", err)
+	}
+	return oldValue.FailingSince, nil
+}
+
+// ClearFailingSince clears the value of the "failing_since" field.
+func (m *WebhookEventMutation) ClearFailingSince() {
+	m.failing_since = nil
+	m.clearedFields[webhookevent.FieldFailingSince] = struct{}{}
+}
+
+// FailingSinceCleared returns if the "failing_since" field was cleared in this mutation.
+func (m *WebhookEventMutation) FailingSinceCleared() bool {
+	_, ok := m.clearedFields[webhookevent.FieldFailingSince]
+	return ok
+}
+
+// ResetFailingSince resets all changes to the "failing_since" field.
+func (m *WebhookEventMutation) ResetFailingSince() {
+	m.failing_since = nil
+	delete(m.clearedFields, webhookevent.FieldFailingSince)
+}
+
 // Where appends a list predicates to the WebhookEventMutation builder.
 func (m *WebhookEventMutation) Where(ps ...predicate.WebhookEvent) {
 	m.predicates = append(m.predicates, ps...)
@@ -4354,7 +5264,7 @@ func (m *WebhookEventMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *WebhookEventMutation) Fields() []string {
-	fields := make([]string, 0, 16)
+	fields := make([]string, 0, 18)
 	if m.namespace != nil {
 		fields = append(fields, webhookevent.FieldNamespace)
 	}
@@ -4403,6 +5313,12 @@ func (m *WebhookEventMutation) Fields() []string {
 	if m.replayed != nil {
 		fields = append(fields, webhookevent.FieldReplayed)
 	}
+	if m.failures != nil {
+		fields = append(fields, webhookevent.FieldFailures)
+	}
+	if m.failing_since != nil {
+		fields = append(fields, webhookevent.FieldFailingSince)
+	}
 	return fields
 }
 
@@ -4443,6 +5359,10 @@ func (m *WebhookEventMutation) Field(name string) (ent.Value, bool) {
 		return m.ClockSkewMs()
 	case webhookevent.FieldReplayed:
 		return m.Replayed()
+	case webhookevent.FieldFailures:
+		return m.Failures()
+	case webhookevent.FieldFailingSince:
+		return m.FailingSince()
 	}
 	return nil, false
 }
@@ -4484,6 +5404,10 @@ func (m *WebhookEventMutation) OldField(ctx context.Context, name string) (ent.V
 		return m.OldClockSkewMs(ctx)
 	case webhookevent.FieldReplayed:
 		return m.OldReplayed(ctx)
+	case webhookevent.FieldFailures:
+		return m.OldFailures(ctx)
+	case webhookevent.FieldFailingSince:
+		return m.OldFailingSince(ctx)
 	}
 	return nil, fmt.Errorf("unknown WebhookEvent field %s", name)
 }
@@ -4605,6 +5529,20 @@ func (m *WebhookEventMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetReplayed(v)
 		return nil
+	case webhookevent.FieldFailures:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFailures(v)
+		return nil
+	case webhookevent.FieldFailingSince:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFailingSince(v)
+		return nil
 	}
 	return fmt.Errorf("unknown WebhookEvent field %s", name)
 }
@@ -4622,6 +5560,9 @@ func (m *WebhookEventMutation) AddedFields() []string {
 	if m.addclock_skew_ms != nil {
 		fields = append(fields, webhookevent.FieldClockSkewMs)
 	}
+	if m.addfailures != nil {
+		fields = append(fields, webhookevent.FieldFailures)
+	}
 	return fields
 }
 
@@ -4636,6 +5577,8 @@ func (m *WebhookEventMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedSecretIndex()
 	case webhookevent.FieldClockSkewMs:
 		return m.AddedClockSkewMs()
+	case webhookevent.FieldFailures:
+		return m.AddedFailures()
 	}
 	return nil, false
 }
@@ -4666,6 +5609,13 @@ func (m *WebhookEventMutation) AddField(name string, value ent.Value) error {
 		}
 		m.AddClockSkewMs(v)
 		return nil
+	case webhookevent.FieldFailures:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddFailures(v)
+		return nil
 	}
 	return fmt.Errorf("unknown WebhookEvent numeric field %s", name)
 }
@@ -4691,6 +5641,9 @@ func (m *WebhookEventMutation) ClearedFields() []string {
 	}
 	if m.FieldCleared(webhookevent.FieldClockSkewMs) {
 		fields = append(fields, webhookevent.FieldClockSkewMs)
+	}
+	if m.FieldCleared(webhookevent.FieldFailingSince) {
+		fields = append(fields, webhookevent.FieldFailingSince)
 	}
 	return fields
 }
@@ -4723,6 +5676,9 @@ func (m *WebhookEventMutation) ClearField(name string) error {
 		return nil
 	case webhookevent.FieldClockSkewMs:
 		m.ClearClockSkewMs()
+		return nil
+	case webhookevent.FieldFailingSince:
+		m.ClearFailingSince()
 		return nil
 	}
 	return fmt.Errorf("unknown WebhookEvent nullable field %s", name)
@@ -4779,6 +5735,12 @@ func (m *WebhookEventMutation) ResetField(name string) error {
 		return nil
 	case webhookevent.FieldReplayed:
 		m.ResetReplayed()
+		return nil
+	case webhookevent.FieldFailures:
+		m.ResetFailures()
+		return nil
+	case webhookevent.FieldFailingSince:
+		m.ResetFailingSince()
 		return nil
 	}
 	return fmt.Errorf("unknown WebhookEvent field %s", name)

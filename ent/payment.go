@@ -17,6 +17,8 @@ type Payment struct {
 	config `json:"-"`
 	// ID of the ent.
 	ID int64 `json:"id,omitempty"`
+	// Ledger namespace of the events that write the row.
+	Namespace string `json:"namespace,omitempty"`
 	// Provider holds the value of the "provider" field.
 	Provider string `json:"provider,omitempty"`
 	// Stripe pi_..., Paddle txn_...
@@ -47,7 +49,7 @@ func (*Payment) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case payment.FieldID, payment.FieldAmount, payment.FieldAmountRefunded, payment.FieldVersion:
 			values[i] = new(sql.NullInt64)
-		case payment.FieldProvider, payment.FieldExternalID, payment.FieldCustomerID, payment.FieldCurrency, payment.FieldStatus:
+		case payment.FieldNamespace, payment.FieldProvider, payment.FieldExternalID, payment.FieldCustomerID, payment.FieldCurrency, payment.FieldStatus:
 			values[i] = new(sql.NullString)
 		case payment.FieldCreatedAt, payment.FieldUpdatedAt:
 			values[i] = new(sql.NullTime)
@@ -72,6 +74,12 @@ func (_m *Payment) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field id", value)
 			}
 			_m.ID = int64(value.Int64)
+		case payment.FieldNamespace:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field namespace", values[i])
+			} else if value.Valid {
+				_m.Namespace = value.String
+			}
 		case payment.FieldProvider:
 			if value, ok := values[i].(*sql.NullString); !ok {
 				return fmt.Errorf("unexpected type %T for field provider", values[i])
@@ -168,6 +176,9 @@ func (_m *Payment) String() string {
 	var builder strings.Builder
 	builder.WriteString("Payment(")
 	builder.WriteString(fmt.Sprintf("id=%v, ", _m.ID))
+	builder.WriteString("namespace=")
+	builder.WriteString(_m.Namespace)
+	builder.WriteString(", ")
 	builder.WriteString("provider=")
 	builder.WriteString(_m.Provider)
 	builder.WriteString(", ")

@@ -22,6 +22,12 @@ type PaymentCreate struct {
 	conflict []sql.ConflictOption
 }
 
+// SetNamespace sets the "namespace" field.
+func (_c *PaymentCreate) SetNamespace(v string) *PaymentCreate {
+	_c.mutation.SetNamespace(v)
+	return _c
+}
+
 // SetProvider sets the "provider" field.
 func (_c *PaymentCreate) SetProvider(v string) *PaymentCreate {
 	_c.mutation.SetProvider(v)
@@ -211,6 +217,14 @@ func (_c *PaymentCreate) defaults() {
 
 // check runs all checks and user-defined validators on the builder.
 func (_c *PaymentCreate) check() error {
+	if _, ok := _c.mutation.Namespace(); !ok {
+		return &ValidationError{Name: "namespace", err: errors.New(`ent: missing required field "Payment.namespace"`)}
+	}
+	if v, ok := _c.mutation.Namespace(); ok {
+		if err := payment.NamespaceValidator(v); err != nil {
+			return &ValidationError{Name: "namespace", err: fmt.Errorf(`ent: validator failed for field "Payment.namespace": %w`, err)}
+		}
+	}
 	if _, ok := _c.mutation.Provider(); !ok {
 		return &ValidationError{Name: "provider", err: errors.New(`ent: missing required field "Payment.provider"`)}
 	}
@@ -289,6 +303,10 @@ func (_c *PaymentCreate) createSpec() (*Payment, *sqlgraph.CreateSpec) {
 		_node.ID = id
 		_spec.ID.Value = id
 	}
+	if value, ok := _c.mutation.Namespace(); ok {
+		_spec.SetField(payment.FieldNamespace, field.TypeString, value)
+		_node.Namespace = value
+	}
 	if value, ok := _c.mutation.Provider(); ok {
 		_spec.SetField(payment.FieldProvider, field.TypeString, value)
 		_node.Provider = value
@@ -336,7 +354,7 @@ func (_c *PaymentCreate) createSpec() (*Payment, *sqlgraph.CreateSpec) {
 // of the `INSERT` statement. For example:
 //
 //	client.Payment.Create().
-//		SetProvider(v).
+//		SetNamespace(v).
 //		OnConflict(
 //			// Update the row with the new values
 //			// the was proposed for insertion.
@@ -345,7 +363,7 @@ func (_c *PaymentCreate) createSpec() (*Payment, *sqlgraph.CreateSpec) {
 //		// Override some of the fields with custom
 //		// update values.
 //		Update(func(u *ent.PaymentUpsert) {
-//			SetProvider(v+v).
+//			SetNamespace(v+v).
 //		}).
 //		Exec(ctx)
 func (_c *PaymentCreate) OnConflict(opts ...sql.ConflictOption) *PaymentUpsertOne {
@@ -499,6 +517,9 @@ func (u *PaymentUpsertOne) UpdateNewValues() *PaymentUpsertOne {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
 		if _, exists := u.create.mutation.ID(); exists {
 			s.SetIgnore(payment.FieldID)
+		}
+		if _, exists := u.create.mutation.Namespace(); exists {
+			s.SetIgnore(payment.FieldNamespace)
 		}
 		if _, exists := u.create.mutation.Provider(); exists {
 			s.SetIgnore(payment.FieldProvider)
@@ -794,7 +815,7 @@ func (_c *PaymentCreateBulk) ExecX(ctx context.Context) {
 //		// Override some of the fields with custom
 //		// update values.
 //		Update(func(u *ent.PaymentUpsert) {
-//			SetProvider(v+v).
+//			SetNamespace(v+v).
 //		}).
 //		Exec(ctx)
 func (_c *PaymentCreateBulk) OnConflict(opts ...sql.ConflictOption) *PaymentUpsertBulk {
@@ -840,6 +861,9 @@ func (u *PaymentUpsertBulk) UpdateNewValues() *PaymentUpsertBulk {
 		for _, b := range u.create.builders {
 			if _, exists := b.mutation.ID(); exists {
 				s.SetIgnore(payment.FieldID)
+			}
+			if _, exists := b.mutation.Namespace(); exists {
+				s.SetIgnore(payment.FieldNamespace)
 			}
 			if _, exists := b.mutation.Provider(); exists {
 				s.SetIgnore(payment.FieldProvider)

@@ -264,12 +264,12 @@ func (_q *PaymentQuery) Clone() *PaymentQuery {
 // Example:
 //
 //	var v []struct {
-//		Provider string `json:"provider,omitempty"`
+//		Namespace string `json:"namespace,omitempty"`
 //		Count int `json:"count,omitempty"`
 //	}
 //
 //	client.Payment.Query().
-//		GroupBy(payment.FieldProvider).
+//		GroupBy(payment.FieldNamespace).
 //		Aggregate(ent.Count()).
 //		Scan(ctx, &v)
 func (_q *PaymentQuery) GroupBy(field string, fields ...string) *PaymentGroupBy {
@@ -287,11 +287,11 @@ func (_q *PaymentQuery) GroupBy(field string, fields ...string) *PaymentGroupBy 
 // Example:
 //
 //	var v []struct {
-//		Provider string `json:"provider,omitempty"`
+//		Namespace string `json:"namespace,omitempty"`
 //	}
 //
 //	client.Payment.Query().
-//		Select(payment.FieldProvider).
+//		Select(payment.FieldNamespace).
 //		Scan(ctx, &v)
 func (_q *PaymentQuery) Select(fields ...string) *PaymentSelect {
 	_q.ctx.Fields = append(_q.ctx.Fields, fields...)

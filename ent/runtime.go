@@ -10,6 +10,7 @@ import (
 	"github.com/hookledger/hookledger/ent/replaywatermark"
 	"github.com/hookledger/hookledger/ent/schema"
 	"github.com/hookledger/hookledger/ent/subscription"
+	"github.com/hookledger/hookledger/ent/usagedelta"
 	"github.com/hookledger/hookledger/ent/usagetotal"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 )
@@ -44,40 +45,44 @@ func init() {
 	githubbranch.UpdateDefaultUpdatedAt = githubbranchDescUpdatedAt.UpdateDefault.(func() time.Time)
 	paymentFields := schema.Payment{}.Fields()
 	_ = paymentFields
+	// paymentDescNamespace is the schema descriptor for namespace field.
+	paymentDescNamespace := paymentFields[1].Descriptor()
+	// payment.NamespaceValidator is a validator for the "namespace" field. It is called by the builders before save.
+	payment.NamespaceValidator = paymentDescNamespace.Validators[0].(func(string) error)
 	// paymentDescProvider is the schema descriptor for provider field.
-	paymentDescProvider := paymentFields[1].Descriptor()
+	paymentDescProvider := paymentFields[2].Descriptor()
 	// payment.ProviderValidator is a validator for the "provider" field. It is called by the builders before save.
 	payment.ProviderValidator = paymentDescProvider.Validators[0].(func(string) error)
 	// paymentDescExternalID is the schema descriptor for external_id field.
-	paymentDescExternalID := paymentFields[2].Descriptor()
+	paymentDescExternalID := paymentFields[3].Descriptor()
 	// payment.ExternalIDValidator is a validator for the "external_id" field. It is called by the builders before save.
 	payment.ExternalIDValidator = paymentDescExternalID.Validators[0].(func(string) error)
 	// paymentDescCustomerID is the schema descriptor for customer_id field.
-	paymentDescCustomerID := paymentFields[3].Descriptor()
+	paymentDescCustomerID := paymentFields[4].Descriptor()
 	// payment.DefaultCustomerID holds the default value on creation for the customer_id field.
 	payment.DefaultCustomerID = paymentDescCustomerID.Default.(string)
 	// paymentDescAmount is the schema descriptor for amount field.
-	paymentDescAmount := paymentFields[4].Descriptor()
+	paymentDescAmount := paymentFields[5].Descriptor()
 	// payment.DefaultAmount holds the default value on creation for the amount field.
 	payment.DefaultAmount = paymentDescAmount.Default.(int64)
 	// paymentDescAmountRefunded is the schema descriptor for amount_refunded field.
-	paymentDescAmountRefunded := paymentFields[5].Descriptor()
+	paymentDescAmountRefunded := paymentFields[6].Descriptor()
 	// payment.DefaultAmountRefunded holds the default value on creation for the amount_refunded field.
 	payment.DefaultAmountRefunded = paymentDescAmountRefunded.Default.(int64)
 	// paymentDescCurrency is the schema descriptor for currency field.
-	paymentDescCurrency := paymentFields[6].Descriptor()
+	paymentDescCurrency := paymentFields[7].Descriptor()
 	// payment.DefaultCurrency holds the default value on creation for the currency field.
 	payment.DefaultCurrency = paymentDescCurrency.Default.(string)
 	// paymentDescVersion is the schema descriptor for version field.
-	paymentDescVersion := paymentFields[8].Descriptor()
+	paymentDescVersion := paymentFields[9].Descriptor()
 	// payment.DefaultVersion holds the default value on creation for the version field.
 	payment.DefaultVersion = paymentDescVersion.Default.(int64)
 	// paymentDescCreatedAt is the schema descriptor for created_at field.
-	paymentDescCreatedAt := paymentFields[9].Descriptor()
+	paymentDescCreatedAt := paymentFields[10].Descriptor()
 	// payment.DefaultCreatedAt holds the default value on creation for the created_at field.
 	payment.DefaultCreatedAt = paymentDescCreatedAt.Default.(func() time.Time)
 	// paymentDescUpdatedAt is the schema descriptor for updated_at field.
-	paymentDescUpdatedAt := paymentFields[10].Descriptor()
+	paymentDescUpdatedAt := paymentFields[11].Descriptor()
 	// payment.DefaultUpdatedAt holds the default value on creation for the updated_at field.
 	payment.DefaultUpdatedAt = paymentDescUpdatedAt.Default.(func() time.Time)
 	// payment.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
@@ -96,52 +101,84 @@ func init() {
 	replaywatermark.UpdateDefaultUpdatedAt = replaywatermarkDescUpdatedAt.UpdateDefault.(func() time.Time)
 	subscriptionFields := schema.Subscription{}.Fields()
 	_ = subscriptionFields
+	// subscriptionDescNamespace is the schema descriptor for namespace field.
+	subscriptionDescNamespace := subscriptionFields[1].Descriptor()
+	// subscription.NamespaceValidator is a validator for the "namespace" field. It is called by the builders before save.
+	subscription.NamespaceValidator = subscriptionDescNamespace.Validators[0].(func(string) error)
 	// subscriptionDescProvider is the schema descriptor for provider field.
-	subscriptionDescProvider := subscriptionFields[1].Descriptor()
+	subscriptionDescProvider := subscriptionFields[2].Descriptor()
 	// subscription.ProviderValidator is a validator for the "provider" field. It is called by the builders before save.
 	subscription.ProviderValidator = subscriptionDescProvider.Validators[0].(func(string) error)
 	// subscriptionDescExternalID is the schema descriptor for external_id field.
-	subscriptionDescExternalID := subscriptionFields[2].Descriptor()
+	subscriptionDescExternalID := subscriptionFields[3].Descriptor()
 	// subscription.ExternalIDValidator is a validator for the "external_id" field. It is called by the builders before save.
 	subscription.ExternalIDValidator = subscriptionDescExternalID.Validators[0].(func(string) error)
 	// subscriptionDescCustomerID is the schema descriptor for customer_id field.
-	subscriptionDescCustomerID := subscriptionFields[3].Descriptor()
+	subscriptionDescCustomerID := subscriptionFields[4].Descriptor()
 	// subscription.DefaultCustomerID holds the default value on creation for the customer_id field.
 	subscription.DefaultCustomerID = subscriptionDescCustomerID.Default.(string)
 	// subscriptionDescPlan is the schema descriptor for plan field.
-	subscriptionDescPlan := subscriptionFields[4].Descriptor()
+	subscriptionDescPlan := subscriptionFields[5].Descriptor()
 	// subscription.DefaultPlan holds the default value on creation for the plan field.
 	subscription.DefaultPlan = subscriptionDescPlan.Default.(string)
 	// subscriptionDescRank is the schema descriptor for rank field.
-	subscriptionDescRank := subscriptionFields[7].Descriptor()
+	subscriptionDescRank := subscriptionFields[8].Descriptor()
 	// subscription.DefaultRank holds the default value on creation for the rank field.
 	subscription.DefaultRank = subscriptionDescRank.Default.(int)
 	// subscriptionDescEventID is the schema descriptor for event_id field.
-	subscriptionDescEventID := subscriptionFields[8].Descriptor()
+	subscriptionDescEventID := subscriptionFields[9].Descriptor()
 	// subscription.DefaultEventID holds the default value on creation for the event_id field.
 	subscription.DefaultEventID = subscriptionDescEventID.Default.(string)
 	// subscriptionDescUpdatedAt is the schema descriptor for updated_at field.
-	subscriptionDescUpdatedAt := subscriptionFields[9].Descriptor()
+	subscriptionDescUpdatedAt := subscriptionFields[10].Descriptor()
 	// subscription.DefaultUpdatedAt holds the default value on creation for the updated_at field.
 	subscription.DefaultUpdatedAt = subscriptionDescUpdatedAt.Default.(func() time.Time)
 	// subscription.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
 	subscription.UpdateDefaultUpdatedAt = subscriptionDescUpdatedAt.UpdateDefault.(func() time.Time)
+	usagedeltaFields := schema.UsageDelta{}.Fields()
+	_ = usagedeltaFields
+	// usagedeltaDescNamespace is the schema descriptor for namespace field.
+	usagedeltaDescNamespace := usagedeltaFields[1].Descriptor()
+	// usagedelta.NamespaceValidator is a validator for the "namespace" field. It is called by the builders before save.
+	usagedelta.NamespaceValidator = usagedeltaDescNamespace.Validators[0].(func(string) error)
+	// usagedeltaDescEventID is the schema descriptor for event_id field.
+	usagedeltaDescEventID := usagedeltaFields[2].Descriptor()
+	// usagedelta.EventIDValidator is a validator for the "event_id" field. It is called by the builders before save.
+	usagedelta.EventIDValidator = usagedeltaDescEventID.Validators[0].(func(string) error)
+	// usagedeltaDescCustomerID is the schema descriptor for customer_id field.
+	usagedeltaDescCustomerID := usagedeltaFields[3].Descriptor()
+	// usagedelta.CustomerIDValidator is a validator for the "customer_id" field. It is called by the builders before save.
+	usagedelta.CustomerIDValidator = usagedeltaDescCustomerID.Validators[0].(func(string) error)
+	// usagedeltaDescMetric is the schema descriptor for metric field.
+	usagedeltaDescMetric := usagedeltaFields[4].Descriptor()
+	// usagedelta.MetricValidator is a validator for the "metric" field. It is called by the builders before save.
+	usagedelta.MetricValidator = usagedeltaDescMetric.Validators[0].(func(string) error)
+	// usagedeltaDescAppliedAt is the schema descriptor for applied_at field.
+	usagedeltaDescAppliedAt := usagedeltaFields[6].Descriptor()
+	// usagedelta.DefaultAppliedAt holds the default value on creation for the applied_at field.
+	usagedelta.DefaultAppliedAt = usagedeltaDescAppliedAt.Default.(func() time.Time)
+	// usagedelta.UpdateDefaultAppliedAt holds the default value on update for the applied_at field.
+	usagedelta.UpdateDefaultAppliedAt = usagedeltaDescAppliedAt.UpdateDefault.(func() time.Time)
 	usagetotalFields := schema.UsageTotal{}.Fields()
 	_ = usagetotalFields
+	// usagetotalDescNamespace is the schema descriptor for namespace field.
+	usagetotalDescNamespace := usagetotalFields[1].Descriptor()
+	// usagetotal.NamespaceValidator is a validator for the "namespace" field. It is called by the builders before save.
+	usagetotal.NamespaceValidator = usagetotalDescNamespace.Validators[0].(func(string) error)
 	// usagetotalDescCustomerID is the schema descriptor for customer_id field.
-	usagetotalDescCustomerID := usagetotalFields[1].Descriptor()
+	usagetotalDescCustomerID := usagetotalFields[2].Descriptor()
 	// usagetotal.CustomerIDValidator is a validator for the "customer_id" field. It is called by the builders before save.
 	usagetotal.CustomerIDValidator = usagetotalDescCustomerID.Validators[0].(func(string) error)
 	// usagetotalDescMetric is the schema descriptor for metric field.
-	usagetotalDescMetric := usagetotalFields[2].Descriptor()
+	usagetotalDescMetric := usagetotalFields[3].Descriptor()
 	// usagetotal.MetricValidator is a validator for the "metric" field. It is called by the builders before save.
 	usagetotal.MetricValidator = usagetotalDescMetric.Validators[0].(func(string) error)
 	// usagetotalDescQuantity is the schema descriptor for quantity field.
-	usagetotalDescQuantity := usagetotalFields[3].Descriptor()
+	usagetotalDescQuantity := usagetotalFields[4].Descriptor()
 	// usagetotal.DefaultQuantity holds the default value on creation for the quantity field.
 	usagetotal.DefaultQuantity = usagetotalDescQuantity.Default.(int64)
 	// usagetotalDescUpdatedAt is the schema descriptor for updated_at field.
-	usagetotalDescUpdatedAt := usagetotalFields[4].Descriptor()
+	usagetotalDescUpdatedAt := usagetotalFields[5].Descriptor()
 	// usagetotal.DefaultUpdatedAt holds the default value on creation for the updated_at field.
 	usagetotal.DefaultUpdatedAt = usagetotalDescUpdatedAt.Default.(func() time.Time)
 	// usagetotal.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
@@ -176,4 +213,8 @@ func init() {
 	webhookeventDescReplayed := webhookeventFields[16].Descriptor()
 	// webhookevent.DefaultReplayed holds the default value on creation for the replayed field.
 	webhookevent.DefaultReplayed = webhookeventDescReplayed.Default.(bool)
+	// webhookeventDescFailures is the schema descriptor for failures field.
+	webhookeventDescFailures := webhookeventFields[17].Descriptor()
+	// webhookevent.DefaultFailures holds the default value on creation for the failures field.
+	webhookevent.DefaultFailures = webhookeventDescFailures.Default.(int)
 }

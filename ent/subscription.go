@@ -17,6 +17,8 @@ type Subscription struct {
 	config `json:"-"`
 	// ID of the ent.
 	ID int64 `json:"id,omitempty"`
+	// Ledger namespace of the events that write the row: a second account never changes the first account's rows.
+	Namespace string `json:"namespace,omitempty"`
 	// Provider holds the value of the "provider" field.
 	Provider string `json:"provider,omitempty"`
 	// ExternalID holds the value of the "external_id" field.
@@ -45,7 +47,7 @@ func (*Subscription) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case subscription.FieldID, subscription.FieldVersion, subscription.FieldRank:
 			values[i] = new(sql.NullInt64)
-		case subscription.FieldProvider, subscription.FieldExternalID, subscription.FieldCustomerID, subscription.FieldPlan, subscription.FieldStatus, subscription.FieldEventID:
+		case subscription.FieldNamespace, subscription.FieldProvider, subscription.FieldExternalID, subscription.FieldCustomerID, subscription.FieldPlan, subscription.FieldStatus, subscription.FieldEventID:
 			values[i] = new(sql.NullString)
 		case subscription.FieldUpdatedAt:
 			values[i] = new(sql.NullTime)
@@ -70,6 +72,12 @@ func (_m *Subscription) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field id", value)
 			}
 			_m.ID = int64(value.Int64)
+		case subscription.FieldNamespace:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field namespace", values[i])
+			} else if value.Valid {
+				_m.Namespace = value.String
+			}
 		case subscription.FieldProvider:
 			if value, ok := values[i].(*sql.NullString); !ok {
 				return fmt.Errorf("unexpected type %T for field provider", values[i])
@@ -160,6 +168,9 @@ func (_m *Subscription) String() string {
 	var builder strings.Builder
 	builder.WriteString("Subscription(")
 	builder.WriteString(fmt.Sprintf("id=%v, ", _m.ID))
+	builder.WriteString("namespace=")
+	builder.WriteString(_m.Namespace)
+	builder.WriteString(", ")
 	builder.WriteString("provider=")
 	builder.WriteString(_m.Provider)
 	builder.WriteString(", ")

@@ -22,6 +22,12 @@ type SubscriptionCreate struct {
 	conflict []sql.ConflictOption
 }
 
+// SetNamespace sets the "namespace" field.
+func (_c *SubscriptionCreate) SetNamespace(v string) *SubscriptionCreate {
+	_c.mutation.SetNamespace(v)
+	return _c
+}
+
 // SetProvider sets the "provider" field.
 func (_c *SubscriptionCreate) SetProvider(v string) *SubscriptionCreate {
 	_c.mutation.SetProvider(v)
@@ -181,6 +187,14 @@ func (_c *SubscriptionCreate) defaults() {
 
 // check runs all checks and user-defined validators on the builder.
 func (_c *SubscriptionCreate) check() error {
+	if _, ok := _c.mutation.Namespace(); !ok {
+		return &ValidationError{Name: "namespace", err: errors.New(`ent: missing required field "Subscription.namespace"`)}
+	}
+	if v, ok := _c.mutation.Namespace(); ok {
+		if err := subscription.NamespaceValidator(v); err != nil {
+			return &ValidationError{Name: "namespace", err: fmt.Errorf(`ent: validator failed for field "Subscription.namespace": %w`, err)}
+		}
+	}
 	if _, ok := _c.mutation.Provider(); !ok {
 		return &ValidationError{Name: "provider", err: errors.New(`ent: missing required field "Subscription.provider"`)}
 	}
@@ -251,6 +265,10 @@ func (_c *SubscriptionCreate) createSpec() (*Subscription, *sqlgraph.CreateSpec)
 		_node.ID = id
 		_spec.ID.Value = id
 	}
+	if value, ok := _c.mutation.Namespace(); ok {
+		_spec.SetField(subscription.FieldNamespace, field.TypeString, value)
+		_node.Namespace = value
+	}
 	if value, ok := _c.mutation.Provider(); ok {
 		_spec.SetField(subscription.FieldProvider, field.TypeString, value)
 		_node.Provider = value
@@ -294,7 +312,7 @@ func (_c *SubscriptionCreate) createSpec() (*Subscription, *sqlgraph.CreateSpec)
 // of the `INSERT` statement. For example:
 //
 //	client.Subscription.Create().
-//		SetProvider(v).
+//		SetNamespace(v).
 //		OnConflict(
 //			// Update the row with the new values
 //			// the was proposed for insertion.
@@ -303,7 +321,7 @@ func (_c *SubscriptionCreate) createSpec() (*Subscription, *sqlgraph.CreateSpec)
 //		// Override some of the fields with custom
 //		// update values.
 //		Update(func(u *ent.SubscriptionUpsert) {
-//			SetProvider(v+v).
+//			SetNamespace(v+v).
 //		}).
 //		Exec(ctx)
 func (_c *SubscriptionCreate) OnConflict(opts ...sql.ConflictOption) *SubscriptionUpsertOne {
@@ -451,6 +469,9 @@ func (u *SubscriptionUpsertOne) UpdateNewValues() *SubscriptionUpsertOne {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
 		if _, exists := u.create.mutation.ID(); exists {
 			s.SetIgnore(subscription.FieldID)
+		}
+		if _, exists := u.create.mutation.Namespace(); exists {
+			s.SetIgnore(subscription.FieldNamespace)
 		}
 		if _, exists := u.create.mutation.Provider(); exists {
 			s.SetIgnore(subscription.FieldProvider)
@@ -736,7 +757,7 @@ func (_c *SubscriptionCreateBulk) ExecX(ctx context.Context) {
 //		// Override some of the fields with custom
 //		// update values.
 //		Update(func(u *ent.SubscriptionUpsert) {
-//			SetProvider(v+v).
+//			SetNamespace(v+v).
 //		}).
 //		Exec(ctx)
 func (_c *SubscriptionCreateBulk) OnConflict(opts ...sql.ConflictOption) *SubscriptionUpsertBulk {
@@ -782,6 +803,9 @@ func (u *SubscriptionUpsertBulk) UpdateNewValues() *SubscriptionUpsertBulk {
 		for _, b := range u.create.builders {
 			if _, exists := b.mutation.ID(); exists {
 				s.SetIgnore(subscription.FieldID)
+			}
+			if _, exists := b.mutation.Namespace(); exists {
+				s.SetIgnore(subscription.FieldNamespace)
 			}
 			if _, exists := b.mutation.Provider(); exists {
 				s.SetIgnore(subscription.FieldProvider)

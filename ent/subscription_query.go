@@ -264,12 +264,12 @@ func (_q *SubscriptionQuery) Clone() *SubscriptionQuery {
 // Example:
 //
 //	var v []struct {
-//		Provider string `json:"provider,omitempty"`
+//		Namespace string `json:"namespace,omitempty"`
 //		Count int `json:"count,omitempty"`
 //	}
 //
 //	client.Subscription.Query().
-//		GroupBy(subscription.FieldProvider).
+//		GroupBy(subscription.FieldNamespace).
 //		Aggregate(ent.Count()).
 //		Scan(ctx, &v)
 func (_q *SubscriptionQuery) GroupBy(field string, fields ...string) *SubscriptionGroupBy {
@@ -287,11 +287,11 @@ func (_q *SubscriptionQuery) GroupBy(field string, fields ...string) *Subscripti
 // Example:
 //
 //	var v []struct {
-//		Provider string `json:"provider,omitempty"`
+//		Namespace string `json:"namespace,omitempty"`
 //	}
 //
 //	client.Subscription.Query().
-//		Select(subscription.FieldProvider).
+//		Select(subscription.FieldNamespace).
 //		Scan(ctx, &v)
 func (_q *SubscriptionQuery) Select(fields ...string) *SubscriptionSelect {
 	_q.ctx.Fields = append(_q.ctx.Fields, fields...)

@@ -22,6 +22,8 @@ type Tx struct {
 	ReplayWatermark *ReplayWatermarkClient
 	// Subscription is the client for interacting with the Subscription builders.
 	Subscription *SubscriptionClient
+	// UsageDelta is the client for interacting with the UsageDelta builders.
+	UsageDelta *UsageDeltaClient
 	// UsageTotal is the client for interacting with the UsageTotal builders.
 	UsageTotal *UsageTotalClient
 	// WebhookEvent is the client for interacting with the WebhookEvent builders.
@@ -161,6 +163,7 @@ func (tx *Tx) init() {
 	tx.Payment = NewPaymentClient(tx.config)
 	tx.ReplayWatermark = NewReplayWatermarkClient(tx.config)
 	tx.Subscription = NewSubscriptionClient(tx.config)
+	tx.UsageDelta = NewUsageDeltaClient(tx.config)
 	tx.UsageTotal = NewUsageTotalClient(tx.config)
 	tx.WebhookEvent = NewWebhookEventClient(tx.config)
 }

@@ -17,6 +17,8 @@ type UsageTotal struct {
 	config `json:"-"`
 	// ID of the ent.
 	ID int64 `json:"id,omitempty"`
+	// Ledger namespace of the events that feed the total: each sender has totals of its own.
+	Namespace string `json:"namespace,omitempty"`
 	// CustomerID holds the value of the "customer_id" field.
 	CustomerID string `json:"customer_id,omitempty"`
 	// Metric holds the value of the "metric" field.
@@ -35,7 +37,7 @@ func (*UsageTotal) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case usagetotal.FieldID, usagetotal.FieldQuantity:
 			values[i] = new(sql.NullInt64)
-		case usagetotal.FieldCustomerID, usagetotal.FieldMetric:
+		case usagetotal.FieldNamespace, usagetotal.FieldCustomerID, usagetotal.FieldMetric:
 			values[i] = new(sql.NullString)
 		case usagetotal.FieldUpdatedAt:
 			values[i] = new(sql.NullTime)
@@ -60,6 +62,12 @@ func (_m *UsageTotal) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field id", value)
 			}
 			_m.ID = int64(value.Int64)
+		case usagetotal.FieldNamespace:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field namespace", values[i])
+			} else if value.Valid {
+				_m.Namespace = value.String
+			}
 		case usagetotal.FieldCustomerID:
 			if value, ok := values[i].(*sql.NullString); !ok {
 				return fmt.Errorf("unexpected type %T for field customer_id", values[i])
@@ -120,6 +128,9 @@ func (_m *UsageTotal) String() string {
 	var builder strings.Builder
 	builder.WriteString("UsageTotal(")
 	builder.WriteString(fmt.Sprintf("id=%v, ", _m.ID))
+	builder.WriteString("namespace=")
+	builder.WriteString(_m.Namespace)
+	builder.WriteString(", ")
 	builder.WriteString("customer_id=")
 	builder.WriteString(_m.CustomerID)
 	builder.WriteString(", ")

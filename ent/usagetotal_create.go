@@ -22,6 +22,12 @@ type UsageTotalCreate struct {
 	conflict []sql.ConflictOption
 }
 
+// SetNamespace sets the "namespace" field.
+func (_c *UsageTotalCreate) SetNamespace(v string) *UsageTotalCreate {
+	_c.mutation.SetNamespace(v)
+	return _c
+}
+
 // SetCustomerID sets the "customer_id" field.
 func (_c *UsageTotalCreate) SetCustomerID(v string) *UsageTotalCreate {
 	_c.mutation.SetCustomerID(v)
@@ -115,6 +121,14 @@ func (_c *UsageTotalCreate) defaults() {
 
 // check runs all checks and user-defined validators on the builder.
 func (_c *UsageTotalCreate) check() error {
+	if _, ok := _c.mutation.Namespace(); !ok {
+		return &ValidationError{Name: "namespace", err: errors.New(`ent: missing required field "UsageTotal.namespace"`)}
+	}
+	if v, ok := _c.mutation.Namespace(); ok {
+		if err := usagetotal.NamespaceValidator(v); err != nil {
+			return &ValidationError{Name: "namespace", err: fmt.Errorf(`ent: validator failed for field "UsageTotal.namespace": %w`, err)}
+		}
+	}
 	if _, ok := _c.mutation.CustomerID(); !ok {
 		return &ValidationError{Name: "customer_id", err: errors.New(`ent: missing required field "UsageTotal.customer_id"`)}
 	}
@@ -170,6 +184,10 @@ func (_c *UsageTotalCreate) createSpec() (*UsageTotal, *sqlgraph.CreateSpec) {
 		_node.ID = id
 		_spec.ID.Value = id
 	}
+	if value, ok := _c.mutation.Namespace(); ok {
+		_spec.SetField(usagetotal.FieldNamespace, field.TypeString, value)
+		_node.Namespace = value
+	}
 	if value, ok := _c.mutation.CustomerID(); ok {
 		_spec.SetField(usagetotal.FieldCustomerID, field.TypeString, value)
 		_node.CustomerID = value
@@ -193,7 +211,7 @@ func (_c *UsageTotalCreate) createSpec() (*UsageTotal, *sqlgraph.CreateSpec) {
 // of the `INSERT` statement. For example:
 //
 //	client.UsageTotal.Create().
-//		SetCustomerID(v).
+//		SetNamespace(v).
 //		OnConflict(
 //			// Update the row with the new values
 //			// the was proposed for insertion.
@@ -202,7 +220,7 @@ func (_c *UsageTotalCreate) createSpec() (*UsageTotal, *sqlgraph.CreateSpec) {
 //		// Override some of the fields with custom
 //		// update values.
 //		Update(func(u *ent.UsageTotalUpsert) {
-//			SetCustomerID(v+v).
+//			SetNamespace(v+v).
 //		}).
 //		Exec(ctx)
 func (_c *UsageTotalCreate) OnConflict(opts ...sql.ConflictOption) *UsageTotalUpsertOne {
@@ -284,6 +302,9 @@ func (u *UsageTotalUpsertOne) UpdateNewValues() *UsageTotalUpsertOne {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
 		if _, exists := u.create.mutation.ID(); exists {
 			s.SetIgnore(usagetotal.FieldID)
+		}
+		if _, exists := u.create.mutation.Namespace(); exists {
+			s.SetIgnore(usagetotal.FieldNamespace)
 		}
 		if _, exists := u.create.mutation.CustomerID(); exists {
 			s.SetIgnore(usagetotal.FieldCustomerID)
@@ -492,7 +513,7 @@ func (_c *UsageTotalCreateBulk) ExecX(ctx context.Context) {
 //		// Override some of the fields with custom
 //		// update values.
 //		Update(func(u *ent.UsageTotalUpsert) {
-//			SetCustomerID(v+v).
+//			SetNamespace(v+v).
 //		}).
 //		Exec(ctx)
 func (_c *UsageTotalCreateBulk) OnConflict(opts ...sql.ConflictOption) *UsageTotalUpsertBulk {
@@ -538,6 +559,9 @@ func (u *UsageTotalUpsertBulk) UpdateNewValues() *UsageTotalUpsertBulk {
 		for _, b := range u.create.builders {
 			if _, exists := b.mutation.ID(); exists {
 				s.SetIgnore(usagetotal.FieldID)
+			}
+			if _, exists := b.mutation.Namespace(); exists {
+				s.SetIgnore(usagetotal.FieldNamespace)
 			}
 			if _, exists := b.mutation.CustomerID(); exists {
 				s.SetIgnore(usagetotal.FieldCustomerID)

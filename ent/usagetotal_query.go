@@ -264,12 +264,12 @@ func (_q *UsageTotalQuery) Clone() *UsageTotalQuery {
 // Example:
 //
 //	var v []struct {
-//		CustomerID string `json:"customer_id,omitempty"`
+//		Namespace string `json:"namespace,omitempty"`
 //		Count int `json:"count,omitempty"`
 //	}
 //
 //	client.UsageTotal.Query().
-//		GroupBy(usagetotal.FieldCustomerID).
+//		GroupBy(usagetotal.FieldNamespace).
 //		Aggregate(ent.Count()).
 //		Scan(ctx, &v)
 func (_q *UsageTotalQuery) GroupBy(field string, fields ...string) *UsageTotalGroupBy {
@@ -287,11 +287,11 @@ func (_q *UsageTotalQuery) GroupBy(field string, fields ...string) *UsageTotalGr
 // Example:
 //
 //	var v []struct {
-//		CustomerID string `json:"customer_id,omitempty"`
+//		Namespace string `json:"namespace,omitempty"`
 //	}
 //
 //	client.UsageTotal.Query().
-//		Select(usagetotal.FieldCustomerID).
+//		Select(usagetotal.FieldNamespace).
 //		Scan(ctx, &v)
 func (_q *UsageTotalQuery) Select(fields ...string) *UsageTotalSelect {
 	_q.ctx.Fields = append(_q.ctx.Fields, fields...)

@@ -49,7 +49,11 @@ type WebhookEvent struct {
 	// Receive time minus the signed timestamp, in milliseconds.
 	ClockSkewMs *int64 `json:"clock_skew_ms,omitempty"`
 	// Replayed holds the value of the "replayed" field.
-	Replayed     bool `json:"replayed,omitempty"`
+	Replayed bool `json:"replayed,omitempty"`
+	// Handler failures since the last settle: the retry backoff. Outages and crashes are not counted.
+	Failures int `json:"failures,omitempty"`
+	// First handler failure since the last settle: retries stop a retry horizon after it.
+	FailingSince *time.Time `json:"failing_since,omitempty"`
 	selectValues sql.SelectValues
 }
 
@@ -62,11 +66,11 @@ func (*WebhookEvent) scanValues(columns []string) ([]any, error) {
 			values[i] = new([]byte)
 		case webhookevent.FieldReplayed:
 			values[i] = new(sql.NullBool)
-		case webhookevent.FieldID, webhookevent.FieldAttempts, webhookevent.FieldSecretIndex, webhookevent.FieldClockSkewMs:
+		case webhookevent.FieldID, webhookevent.FieldAttempts, webhookevent.FieldSecretIndex, webhookevent.FieldClockSkewMs, webhookevent.FieldFailures:
 			values[i] = new(sql.NullInt64)
 		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldStatus, webhookevent.FieldLastError:
 			values[i] = new(sql.NullString)
-		case webhookevent.FieldReceivedAt, webhookevent.FieldSettledAt, webhookevent.FieldOccurredAt:
+		case webhookevent.FieldReceivedAt, webhookevent.FieldSettledAt, webhookevent.FieldOccurredAt, webhookevent.FieldFailingSince:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -194,6 +198,19 @@ func (_m *WebhookEvent) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.Replayed = value.Bool
 			}
+		case webhookevent.FieldFailures:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field failures", values[i])
+			} else if value.Valid {
+				_m.Failures = int(value.Int64)
+			}
+		case webhookevent.FieldFailingSince:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field failing_since", values[i])
+			} else if value.Valid {
+				_m.FailingSince = new(time.Time)
+				*_m.FailingSince = value.Time
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -287,6 +304,14 @@ func (_m *WebhookEvent) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("replayed=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Replayed))
+	builder.WriteString(", ")
+	builder.WriteString("failures=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Failures))
+	builder.WriteString(", ")
+	if v := _m.FailingSince; v != nil {
+		builder.WriteString("failing_since=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

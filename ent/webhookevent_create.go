@@ -191,6 +191,34 @@ func (_c *WebhookEventCreate) SetNillableReplayed(v *bool) *WebhookEventCreate {
 	return _c
 }
 
+// SetFailures sets the "failures" field.
+func (_c *WebhookEventCreate) SetFailures(v int) *WebhookEventCreate {
+	_c.mutation.SetFailures(v)
+	return _c
+}
+
+// SetNillableFailures sets the "failures" field if the given value is not nil.
+func (_c *WebhookEventCreate) SetNillableFailures(v *int) *WebhookEventCreate {
+	if v != nil {
+		_c.SetFailures(*v)
+	}
+	return _c
+}
+
+// SetFailingSince sets the "failing_since" field.
+func (_c *WebhookEventCreate) SetFailingSince(v time.Time) *WebhookEventCreate {
+	_c.mutation.SetFailingSince(v)
+	return _c
+}
+
+// SetNillableFailingSince sets the "failing_since" field if the given value is not nil.
+func (_c *WebhookEventCreate) SetNillableFailingSince(v *time.Time) *WebhookEventCreate {
+	if v != nil {
+		_c.SetFailingSince(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *WebhookEventCreate) SetID(v int64) *WebhookEventCreate {
 	_c.mutation.SetID(v)
@@ -247,6 +275,10 @@ func (_c *WebhookEventCreate) defaults() {
 	if _, ok := _c.mutation.Replayed(); !ok {
 		v := webhookevent.DefaultReplayed
 		_c.mutation.SetReplayed(v)
+	}
+	if _, ok := _c.mutation.Failures(); !ok {
+		v := webhookevent.DefaultFailures
+		_c.mutation.SetFailures(v)
 	}
 }
 
@@ -306,6 +338,9 @@ func (_c *WebhookEventCreate) check() error {
 	}
 	if _, ok := _c.mutation.Replayed(); !ok {
 		return &ValidationError{Name: "replayed", err: errors.New(`ent: missing required field "WebhookEvent.replayed"`)}
+	}
+	if _, ok := _c.mutation.Failures(); !ok {
+		return &ValidationError{Name: "failures", err: errors.New(`ent: missing required field "WebhookEvent.failures"`)}
 	}
 	return nil
 }
@@ -403,6 +438,14 @@ func (_c *WebhookEventCreate) createSpec() (*WebhookEvent, *sqlgraph.CreateSpec)
 	if value, ok := _c.mutation.Replayed(); ok {
 		_spec.SetField(webhookevent.FieldReplayed, field.TypeBool, value)
 		_node.Replayed = value
+	}
+	if value, ok := _c.mutation.Failures(); ok {
+		_spec.SetField(webhookevent.FieldFailures, field.TypeInt, value)
+		_node.Failures = value
+	}
+	if value, ok := _c.mutation.FailingSince(); ok {
+		_spec.SetField(webhookevent.FieldFailingSince, field.TypeTime, value)
+		_node.FailingSince = &value
 	}
 	return _node, _spec
 }
@@ -519,6 +562,42 @@ func (u *WebhookEventUpsert) UpdateSettledAt() *WebhookEventUpsert {
 // ClearSettledAt clears the value of the "settled_at" field.
 func (u *WebhookEventUpsert) ClearSettledAt() *WebhookEventUpsert {
 	u.SetNull(webhookevent.FieldSettledAt)
+	return u
+}
+
+// SetFailures sets the "failures" field.
+func (u *WebhookEventUpsert) SetFailures(v int) *WebhookEventUpsert {
+	u.Set(webhookevent.FieldFailures, v)
+	return u
+}
+
+// UpdateFailures sets the "failures" field to the value that was provided on create.
+func (u *WebhookEventUpsert) UpdateFailures() *WebhookEventUpsert {
+	u.SetExcluded(webhookevent.FieldFailures)
+	return u
+}
+
+// AddFailures adds v to the "failures" field.
+func (u *WebhookEventUpsert) AddFailures(v int) *WebhookEventUpsert {
+	u.Add(webhookevent.FieldFailures, v)
+	return u
+}
+
+// SetFailingSince sets the "failing_since" field.
+func (u *WebhookEventUpsert) SetFailingSince(v time.Time) *WebhookEventUpsert {
+	u.Set(webhookevent.FieldFailingSince, v)
+	return u
+}
+
+// UpdateFailingSince sets the "failing_since" field to the value that was provided on create.
+func (u *WebhookEventUpsert) UpdateFailingSince() *WebhookEventUpsert {
+	u.SetExcluded(webhookevent.FieldFailingSince)
+	return u
+}
+
+// ClearFailingSince clears the value of the "failing_since" field.
+func (u *WebhookEventUpsert) ClearFailingSince() *WebhookEventUpsert {
+	u.SetNull(webhookevent.FieldFailingSince)
 	return u
 }
 
@@ -680,6 +759,48 @@ func (u *WebhookEventUpsertOne) UpdateSettledAt() *WebhookEventUpsertOne {
 func (u *WebhookEventUpsertOne) ClearSettledAt() *WebhookEventUpsertOne {
 	return u.Update(func(s *WebhookEventUpsert) {
 		s.ClearSettledAt()
+	})
+}
+
+// SetFailures sets the "failures" field.
+func (u *WebhookEventUpsertOne) SetFailures(v int) *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetFailures(v)
+	})
+}
+
+// AddFailures adds v to the "failures" field.
+func (u *WebhookEventUpsertOne) AddFailures(v int) *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.AddFailures(v)
+	})
+}
+
+// UpdateFailures sets the "failures" field to the value that was provided on create.
+func (u *WebhookEventUpsertOne) UpdateFailures() *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateFailures()
+	})
+}
+
+// SetFailingSince sets the "failing_since" field.
+func (u *WebhookEventUpsertOne) SetFailingSince(v time.Time) *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetFailingSince(v)
+	})
+}
+
+// UpdateFailingSince sets the "failing_since" field to the value that was provided on create.
+func (u *WebhookEventUpsertOne) UpdateFailingSince() *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateFailingSince()
+	})
+}
+
+// ClearFailingSince clears the value of the "failing_since" field.
+func (u *WebhookEventUpsertOne) ClearFailingSince() *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.ClearFailingSince()
 	})
 }
 
@@ -1007,6 +1128,48 @@ func (u *WebhookEventUpsertBulk) UpdateSettledAt() *WebhookEventUpsertBulk {
 func (u *WebhookEventUpsertBulk) ClearSettledAt() *WebhookEventUpsertBulk {
 	return u.Update(func(s *WebhookEventUpsert) {
 		s.ClearSettledAt()
+	})
+}
+
+// SetFailures sets the "failures" field.
+func (u *WebhookEventUpsertBulk) SetFailures(v int) *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetFailures(v)
+	})
+}
+
+// AddFailures adds v to the "failures" field.
+func (u *WebhookEventUpsertBulk) AddFailures(v int) *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.AddFailures(v)
+	})
+}
+
+// UpdateFailures sets the "failures" field to the value that was provided on create.
+func (u *WebhookEventUpsertBulk) UpdateFailures() *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateFailures()
+	})
+}
+
+// SetFailingSince sets the "failing_since" field.
+func (u *WebhookEventUpsertBulk) SetFailingSince(v time.Time) *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetFailingSince(v)
+	})
+}
+
+// UpdateFailingSince sets the "failing_since" field to the value that was provided on create.
+func (u *WebhookEventUpsertBulk) UpdateFailingSince() *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateFailingSince()
+	})
+}
+
+// ClearFailingSince clears the value of the "failing_since" field.
+func (u *WebhookEventUpsertBulk) ClearFailingSince() *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.ClearFailingSince()
 	})
 }
 

@@ -103,6 +103,47 @@ func (_u *WebhookEventUpdate) ClearSettledAt() *WebhookEventUpdate {
 	return _u
 }
 
+// SetFailures sets the "failures" field.
+func (_u *WebhookEventUpdate) SetFailures(v int) *WebhookEventUpdate {
+	_u.mutation.ResetFailures()
+	_u.mutation.SetFailures(v)
+	return _u
+}
+
+// SetNillableFailures sets the "failures" field if the given value is not nil.
+func (_u *WebhookEventUpdate) SetNillableFailures(v *int) *WebhookEventUpdate {
+	if v != nil {
+		_u.SetFailures(*v)
+	}
+	return _u
+}
+
+// AddFailures adds value to the "failures" field.
+func (_u *WebhookEventUpdate) AddFailures(v int) *WebhookEventUpdate {
+	_u.mutation.AddFailures(v)
+	return _u
+}
+
+// SetFailingSince sets the "failing_since" field.
+func (_u *WebhookEventUpdate) SetFailingSince(v time.Time) *WebhookEventUpdate {
+	_u.mutation.SetFailingSince(v)
+	return _u
+}
+
+// SetNillableFailingSince sets the "failing_since" field if the given value is not nil.
+func (_u *WebhookEventUpdate) SetNillableFailingSince(v *time.Time) *WebhookEventUpdate {
+	if v != nil {
+		_u.SetFailingSince(*v)
+	}
+	return _u
+}
+
+// ClearFailingSince clears the value of the "failing_since" field.
+func (_u *WebhookEventUpdate) ClearFailingSince() *WebhookEventUpdate {
+	_u.mutation.ClearFailingSince()
+	return _u
+}
+
 // Mutation returns the WebhookEventMutation object of the builder.
 func (_u *WebhookEventUpdate) Mutation() *WebhookEventMutation {
 	return _u.mutation
@@ -189,6 +230,18 @@ func (_u *WebhookEventUpdate) sqlSave(ctx context.Context) (_node int, err error
 	}
 	if _u.mutation.ClockSkewMsCleared() {
 		_spec.ClearField(webhookevent.FieldClockSkewMs, field.TypeInt64)
+	}
+	if value, ok := _u.mutation.Failures(); ok {
+		_spec.SetField(webhookevent.FieldFailures, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedFailures(); ok {
+		_spec.AddField(webhookevent.FieldFailures, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.FailingSince(); ok {
+		_spec.SetField(webhookevent.FieldFailingSince, field.TypeTime, value)
+	}
+	if _u.mutation.FailingSinceCleared() {
+		_spec.ClearField(webhookevent.FieldFailingSince, field.TypeTime)
 	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -282,6 +335,47 @@ func (_u *WebhookEventUpdateOne) SetNillableSettledAt(v *time.Time) *WebhookEven
 // ClearSettledAt clears the value of the "settled_at" field.
 func (_u *WebhookEventUpdateOne) ClearSettledAt() *WebhookEventUpdateOne {
 	_u.mutation.ClearSettledAt()
+	return _u
+}
+
+// SetFailures sets the "failures" field.
+func (_u *WebhookEventUpdateOne) SetFailures(v int) *WebhookEventUpdateOne {
+	_u.mutation.ResetFailures()
+	_u.mutation.SetFailures(v)
+	return _u
+}
+
+// SetNillableFailures sets the "failures" field if the given value is not nil.
+func (_u *WebhookEventUpdateOne) SetNillableFailures(v *int) *WebhookEventUpdateOne {
+	if v != nil {
+		_u.SetFailures(*v)
+	}
+	return _u
+}
+
+// AddFailures adds value to the "failures" field.
+func (_u *WebhookEventUpdateOne) AddFailures(v int) *WebhookEventUpdateOne {
+	_u.mutation.AddFailures(v)
+	return _u
+}
+
+// SetFailingSince sets the "failing_since" field.
+func (_u *WebhookEventUpdateOne) SetFailingSince(v time.Time) *WebhookEventUpdateOne {
+	_u.mutation.SetFailingSince(v)
+	return _u
+}
+
+// SetNillableFailingSince sets the "failing_since" field if the given value is not nil.
+func (_u *WebhookEventUpdateOne) SetNillableFailingSince(v *time.Time) *WebhookEventUpdateOne {
+	if v != nil {
+		_u.SetFailingSince(*v)
+	}
+	return _u
+}
+
+// ClearFailingSince clears the value of the "failing_since" field.
+func (_u *WebhookEventUpdateOne) ClearFailingSince() *WebhookEventUpdateOne {
+	_u.mutation.ClearFailingSince()
 	return _u
 }
 
@@ -401,6 +495,18 @@ func (_u *WebhookEventUpdateOne) sqlSave(ctx context.Context) (_node *WebhookEve
 	}
 	if _u.mutation.ClockSkewMsCleared() {
 		_spec.ClearField(webhookevent.FieldClockSkewMs, field.TypeInt64)
+	}
+	if value, ok := _u.mutation.Failures(); ok {
+		_spec.SetField(webhookevent.FieldFailures, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedFailures(); ok {
+		_spec.AddField(webhookevent.FieldFailures, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.FailingSince(); ok {
+		_spec.SetField(webhookevent.FieldFailingSince, field.TypeTime, value)
+	}
+	if _u.mutation.FailingSinceCleared() {
+		_spec.ClearField(webhookevent.FieldFailingSince, field.TypeTime)
 	}
 	_node = &WebhookEvent{config: _u.config}
 	_spec.Assign = _node.assignValues

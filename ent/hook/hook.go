@@ -57,6 +57,18 @@ func (f SubscriptionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SubscriptionMutation", m)
 }
 
+// The UsageDeltaFunc type is an adapter to allow the use of ordinary
+// function as UsageDelta mutator.
+type UsageDeltaFunc func(context.Context, *ent.UsageDeltaMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f UsageDeltaFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.UsageDeltaMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.UsageDeltaMutation", m)
+}
+
 // The UsageTotalFunc type is an adapter to allow the use of ordinary
 // function as UsageTotal mutator.
 type UsageTotalFunc func(context.Context, *ent.UsageTotalMutation) (ent.Value, error)

@@ -36,6 +36,7 @@ var (
 	// PaymentColumns holds the columns for the "payment" table.
 	PaymentColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "namespace", Type: field.TypeString},
 		{Name: "provider", Type: field.TypeString},
 		{Name: "external_id", Type: field.TypeString},
 		{Name: "customer_id", Type: field.TypeString, Default: ""},
@@ -54,9 +55,9 @@ var (
 		PrimaryKey: []*schema.Column{PaymentColumns[0]},
 		Indexes: []*schema.Index{
 			{
-				Name:    "payment_provider_external_id",
+				Name:    "payment_namespace_provider_external_id",
 				Unique:  true,
-				Columns: []*schema.Column{PaymentColumns[1], PaymentColumns[2]},
+				Columns: []*schema.Column{PaymentColumns[1], PaymentColumns[2], PaymentColumns[3]},
 			},
 		},
 	}
@@ -83,6 +84,7 @@ var (
 	// SubscriptionColumns holds the columns for the "subscription" table.
 	SubscriptionColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "namespace", Type: field.TypeString},
 		{Name: "provider", Type: field.TypeString},
 		{Name: "external_id", Type: field.TypeString},
 		{Name: "customer_id", Type: field.TypeString, Default: ""},
@@ -100,15 +102,39 @@ var (
 		PrimaryKey: []*schema.Column{SubscriptionColumns[0]},
 		Indexes: []*schema.Index{
 			{
-				Name:    "subscription_provider_external_id",
+				Name:    "subscription_namespace_provider_external_id",
 				Unique:  true,
-				Columns: []*schema.Column{SubscriptionColumns[1], SubscriptionColumns[2]},
+				Columns: []*schema.Column{SubscriptionColumns[1], SubscriptionColumns[2], SubscriptionColumns[3]},
+			},
+		},
+	}
+	// UsageDeltaColumns holds the columns for the "usage_delta" table.
+	UsageDeltaColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "namespace", Type: field.TypeString},
+		{Name: "event_id", Type: field.TypeString},
+		{Name: "customer_id", Type: field.TypeString},
+		{Name: "metric", Type: field.TypeString},
+		{Name: "quantity", Type: field.TypeInt64},
+		{Name: "applied_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+	}
+	// UsageDeltaTable holds the schema information for the "usage_delta" table.
+	UsageDeltaTable = &schema.Table{
+		Name:       "usage_delta",
+		Columns:    UsageDeltaColumns,
+		PrimaryKey: []*schema.Column{UsageDeltaColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "usagedelta_namespace_event_id",
+				Unique:  true,
+				Columns: []*schema.Column{UsageDeltaColumns[1], UsageDeltaColumns[2]},
 			},
 		},
 	}
 	// UsageTotalColumns holds the columns for the "usage_total" table.
 	UsageTotalColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "namespace", Type: field.TypeString},
 		{Name: "customer_id", Type: field.TypeString},
 		{Name: "metric", Type: field.TypeString},
 		{Name: "quantity", Type: field.TypeInt64, Default: 0},
@@ -121,9 +147,9 @@ var (
 		PrimaryKey: []*schema.Column{UsageTotalColumns[0]},
 		Indexes: []*schema.Index{
 			{
-				Name:    "usagetotal_customer_id_metric",
+				Name:    "usagetotal_namespace_customer_id_metric",
 				Unique:  true,
-				Columns: []*schema.Column{UsageTotalColumns[1], UsageTotalColumns[2]},
+				Columns: []*schema.Column{UsageTotalColumns[1], UsageTotalColumns[2], UsageTotalColumns[3]},
 			},
 		},
 	}
@@ -146,6 +172,8 @@ var (
 		{Name: "secret_index", Type: field.TypeInt, Nullable: true},
 		{Name: "clock_skew_ms", Type: field.TypeInt64, Nullable: true},
 		{Name: "replayed", Type: field.TypeBool, Default: false},
+		{Name: "failures", Type: field.TypeInt, Default: 0},
+		{Name: "failing_since", Type: field.TypeTime, Nullable: true},
 	}
 	// WebhookEventTable holds the schema information for the "webhook_event" table.
 	WebhookEventTable = &schema.Table{
@@ -179,6 +207,7 @@ var (
 		PaymentTable,
 		ReplayWatermarkTable,
 		SubscriptionTable,
+		UsageDeltaTable,
 		UsageTotalTable,
 		WebhookEventTable,
 	}
@@ -196,6 +225,9 @@ func init() {
 	}
 	SubscriptionTable.Annotation = &entsql.Annotation{
 		Table: "subscription",
+	}
+	UsageDeltaTable.Annotation = &entsql.Annotation{
+		Table: "usage_delta",
 	}
 	UsageTotalTable.Annotation = &entsql.Annotation{
 		Table: "usage_total",

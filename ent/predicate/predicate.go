@@ -18,6 +18,9 @@ type ReplayWatermark func(*sql.Selector)
 // Subscription is the predicate function for subscription builders.
 type Subscription func(*sql.Selector)
 
+// UsageDelta is the predicate function for usagedelta builders.
+type UsageDelta func(*sql.Selector)
+
 // UsageTotal is the predicate function for usagetotal builders.
 type UsageTotal func(*sql.Selector)
 

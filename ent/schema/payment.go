@@ -25,6 +25,8 @@ func (Payment) Annotations() []schema.Annotation {
 func (Payment) Fields() []ent.Field {
 	return []ent.Field{
 		field.Int64("id"),
+		field.String("namespace").NotEmpty().Immutable().
+			Comment("Ledger namespace of the events that write the row."),
 		field.String("provider").NotEmpty().Immutable(),
 		field.String("external_id").NotEmpty().Immutable().
 			Comment("Stripe pi_..., Paddle txn_..."),
@@ -46,6 +48,6 @@ func (Payment) Fields() []ent.Field {
 // Indexes of payments.
 func (Payment) Indexes() []ent.Index {
 	return []ent.Index{
-		index.Fields("provider", "external_id").Unique(),
+		index.Fields("namespace", "provider", "external_id").Unique(),
 	}
 }

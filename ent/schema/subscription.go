@@ -25,6 +25,8 @@ func (Subscription) Annotations() []schema.Annotation {
 func (Subscription) Fields() []ent.Field {
 	return []ent.Field{
 		field.Int64("id"),
+		field.String("namespace").NotEmpty().Immutable().
+			Comment("Ledger namespace of the events that write the row: a second account never changes the first account's rows."),
 		field.String("provider").NotEmpty().Immutable(),
 		field.String("external_id").NotEmpty().Immutable(),
 		field.String("customer_id").Default(""),
@@ -44,6 +46,6 @@ func (Subscription) Fields() []ent.Field {
 // Indexes of subscriptions.
 func (Subscription) Indexes() []ent.Index {
 	return []ent.Index{
-		index.Fields("provider", "external_id").Unique(),
+		index.Fields("namespace", "provider", "external_id").Unique(),
 	}
 }

@@ -25,6 +25,8 @@ func (UsageTotal) Annotations() []schema.Annotation {
 func (UsageTotal) Fields() []ent.Field {
 	return []ent.Field{
 		field.Int64("id"),
+		field.String("namespace").NotEmpty().Immutable().
+			Comment("Ledger namespace of the events that feed the total: each sender has totals of its own."),
 		field.String("customer_id").NotEmpty().Immutable(),
 		field.String("metric").NotEmpty().Immutable(),
 		field.Int64("quantity").Default(0),
@@ -36,6 +38,6 @@ func (UsageTotal) Fields() []ent.Field {
 // Indexes of usage totals.
 func (UsageTotal) Indexes() []ent.Index {
 	return []ent.Index{
-		index.Fields("customer_id", "metric").Unique(),
+		index.Fields("namespace", "customer_id", "metric").Unique(),
 	}
 }

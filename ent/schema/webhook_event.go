@@ -56,6 +56,10 @@ func (WebhookEvent) Fields() []ent.Field {
 		field.Int64("clock_skew_ms").Optional().Nillable().Immutable().
 			Comment("Receive time minus the signed timestamp, in milliseconds."),
 		field.Bool("replayed").Default(false).Immutable(),
+		field.Int("failures").Default(0).
+			Comment("Handler failures since the last settle: the retry backoff. Outages and crashes are not counted."),
+		field.Time("failing_since").Optional().Nillable().
+			Comment("First handler failure since the last settle: retries stop a retry horizon after it."),
 	}
 }
 

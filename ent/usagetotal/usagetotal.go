@@ -13,6 +13,8 @@ const (
 	Label = "usage_total"
 	// FieldID holds the string denoting the id field in the database.
 	FieldID = "id"
+	// FieldNamespace holds the string denoting the namespace field in the database.
+	FieldNamespace = "namespace"
 	// FieldCustomerID holds the string denoting the customer_id field in the database.
 	FieldCustomerID = "customer_id"
 	// FieldMetric holds the string denoting the metric field in the database.
@@ -28,6 +30,7 @@ const (
 // Columns holds all SQL columns for usagetotal fields.
 var Columns = []string{
 	FieldID,
+	FieldNamespace,
 	FieldCustomerID,
 	FieldMetric,
 	FieldQuantity,
@@ -45,6 +48,8 @@ func ValidColumn(column string) bool {
 }
 
 var (
+	// NamespaceValidator is a validator for the "namespace" field. It is called by the builders before save.
+	NamespaceValidator func(string) error
 	// CustomerIDValidator is a validator for the "customer_id" field. It is called by the builders before save.
 	CustomerIDValidator func(string) error
 	// MetricValidator is a validator for the "metric" field. It is called by the builders before save.
@@ -63,6 +68,11 @@ type OrderOption func(*sql.Selector)
 // ByID orders the results by the id field.
 func ByID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldID, opts...).ToFunc()
+}
+
+// ByNamespace orders the results by the namespace field.
+func ByNamespace(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldNamespace, opts...).ToFunc()
 }
 
 // ByCustomerID orders the results by the customer_id field.

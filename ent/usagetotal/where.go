@@ -54,6 +54,11 @@ func IDLTE(id int64) predicate.UsageTotal {
 	return predicate.UsageTotal(sql.FieldLTE(FieldID, id))
 }
 
+// Namespace applies equality check predicate on the "namespace" field. It's identical to NamespaceEQ.
+func Namespace(v string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldEQ(FieldNamespace, v))
+}
+
 // CustomerID applies equality check predicate on the "customer_id" field. It's identical to CustomerIDEQ.
 func CustomerID(v string) predicate.UsageTotal {
 	return predicate.UsageTotal(sql.FieldEQ(FieldCustomerID, v))
@@ -72,6 +77,71 @@ func Quantity(v int64) predicate.UsageTotal {
 // UpdatedAt applies equality check predicate on the "updated_at" field. It's identical to UpdatedAtEQ.
 func UpdatedAt(v time.Time) predicate.UsageTotal {
 	return predicate.UsageTotal(sql.FieldEQ(FieldUpdatedAt, v))
+}
+
+// NamespaceEQ applies the EQ predicate on the "namespace" field.
+func NamespaceEQ(v string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldEQ(FieldNamespace, v))
+}
+
+// NamespaceNEQ applies the NEQ predicate on the "namespace" field.
+func NamespaceNEQ(v string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldNEQ(FieldNamespace, v))
+}
+
+// NamespaceIn applies the In predicate on the "namespace" field.
+func NamespaceIn(vs ...string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldIn(FieldNamespace, vs...))
+}
+
+// NamespaceNotIn applies the NotIn predicate on the "namespace" field.
+func NamespaceNotIn(vs ...string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldNotIn(FieldNamespace, vs...))
+}
+
+// NamespaceGT applies the GT predicate on the "namespace" field.
+func NamespaceGT(v string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldGT(FieldNamespace, v))
+}
+
+// NamespaceGTE applies the GTE predicate on the "namespace" field.
+func NamespaceGTE(v string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldGTE(FieldNamespace, v))
+}
+
+// NamespaceLT applies the LT predicate on the "namespace" field.
+func NamespaceLT(v string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldLT(FieldNamespace, v))
+}
+
+// NamespaceLTE applies the LTE predicate on the "namespace" field.
+func NamespaceLTE(v string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldLTE(FieldNamespace, v))
+}
+
+// NamespaceContains applies the Contains predicate on the "namespace" field.
+func NamespaceContains(v string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldContains(FieldNamespace, v))
+}
+
+// NamespaceHasPrefix applies the HasPrefix predicate on the "namespace" field.
+func NamespaceHasPrefix(v string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldHasPrefix(FieldNamespace, v))
+}
+
+// NamespaceHasSuffix applies the HasSuffix predicate on the "namespace" field.
+func NamespaceHasSuffix(v string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldHasSuffix(FieldNamespace, v))
+}
+
+// NamespaceEqualFold applies the EqualFold predicate on the "namespace" field.
+func NamespaceEqualFold(v string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldEqualFold(FieldNamespace, v))
+}
+
+// NamespaceContainsFold applies the ContainsFold predicate on the "namespace" field.
+func NamespaceContainsFold(v string) predicate.UsageTotal {
+	return predicate.UsageTotal(sql.FieldContainsFold(FieldNamespace, v))
 }
 
 // CustomerIDEQ applies the EQ predicate on the "customer_id" field.

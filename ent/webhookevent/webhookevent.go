@@ -46,6 +46,10 @@ const (
 	FieldClockSkewMs = "clock_skew_ms"
 	// FieldReplayed holds the string denoting the replayed field in the database.
 	FieldReplayed = "replayed"
+	// FieldFailures holds the string denoting the failures field in the database.
+	FieldFailures = "failures"
+	// FieldFailingSince holds the string denoting the failing_since field in the database.
+	FieldFailingSince = "failing_since"
 	// Table holds the table name of the webhookevent in the database.
 	Table = "webhook_event"
 )
@@ -69,6 +73,8 @@ var Columns = []string{
 	FieldSecretIndex,
 	FieldClockSkewMs,
 	FieldReplayed,
+	FieldFailures,
+	FieldFailingSince,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -96,6 +102,8 @@ var (
 	DefaultReceivedAt func() time.Time
 	// DefaultReplayed holds the default value on creation for the "replayed" field.
 	DefaultReplayed bool
+	// DefaultFailures holds the default value on creation for the "failures" field.
+	DefaultFailures int
 )
 
 // Status defines the type for the "status" enum field.
@@ -202,4 +210,14 @@ func ByClockSkewMs(opts ...sql.OrderTermOption) OrderOption {
 // ByReplayed orders the results by the replayed field.
 func ByReplayed(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldReplayed, opts...).ToFunc()
+}
+
+// ByFailures orders the results by the failures field.
+func ByFailures(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldFailures, opts...).ToFunc()
+}
+
+// ByFailingSince orders the results by the failing_since field.
+func ByFailingSince(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldFailingSince, opts...).ToFunc()
 }

@@ -119,6 +119,16 @@ func Replayed(v bool) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldEQ(FieldReplayed, v))
 }
 
+// Failures applies equality check predicate on the "failures" field. It's identical to FailuresEQ.
+func Failures(v int) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldFailures, v))
+}
+
+// FailingSince applies equality check predicate on the "failing_since" field. It's identical to FailingSinceEQ.
+func FailingSince(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldFailingSince, v))
+}
+
 // NamespaceEQ applies the EQ predicate on the "namespace" field.
 func NamespaceEQ(v string) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldEQ(FieldNamespace, v))
@@ -837,6 +847,96 @@ func ReplayedEQ(v bool) predicate.WebhookEvent {
 // ReplayedNEQ applies the NEQ predicate on the "replayed" field.
 func ReplayedNEQ(v bool) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldNEQ(FieldReplayed, v))
+}
+
+// FailuresEQ applies the EQ predicate on the "failures" field.
+func FailuresEQ(v int) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldFailures, v))
+}
+
+// FailuresNEQ applies the NEQ predicate on the "failures" field.
+func FailuresNEQ(v int) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNEQ(FieldFailures, v))
+}
+
+// FailuresIn applies the In predicate on the "failures" field.
+func FailuresIn(vs ...int) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIn(FieldFailures, vs...))
+}
+
+// FailuresNotIn applies the NotIn predicate on the "failures" field.
+func FailuresNotIn(vs ...int) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotIn(FieldFailures, vs...))
+}
+
+// FailuresGT applies the GT predicate on the "failures" field.
+func FailuresGT(v int) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGT(FieldFailures, v))
+}
+
+// FailuresGTE applies the GTE predicate on the "failures" field.
+func FailuresGTE(v int) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGTE(FieldFailures, v))
+}
+
+// FailuresLT applies the LT predicate on the "failures" field.
+func FailuresLT(v int) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLT(FieldFailures, v))
+}
+
+// FailuresLTE applies the LTE predicate on the "failures" field.
+func FailuresLTE(v int) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLTE(FieldFailures, v))
+}
+
+// FailingSinceEQ applies the EQ predicate on the "failing_since" field.
+func FailingSinceEQ(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldFailingSince, v))
+}
+
+// FailingSinceNEQ applies the NEQ predicate on the "failing_since" field.
+func FailingSinceNEQ(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNEQ(FieldFailingSince, v))
+}
+
+// FailingSinceIn applies the In predicate on the "failing_since" field.
+func FailingSinceIn(vs ...time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIn(FieldFailingSince, vs...))
+}
+
+// FailingSinceNotIn applies the NotIn predicate on the "failing_since" field.
+func FailingSinceNotIn(vs ...time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotIn(FieldFailingSince, vs...))
+}
+
+// FailingSinceGT applies the GT predicate on the "failing_since" field.
+func FailingSinceGT(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGT(FieldFailingSince, v))
+}
+
+// FailingSinceGTE applies the GTE predicate on the "failing_since" field.
+func FailingSinceGTE(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGTE(FieldFailingSince, v))
+}
+
+// FailingSinceLT applies the LT predicate on the "failing_since" field.
+func FailingSinceLT(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLT(FieldFailingSince, v))
+}
+
+// FailingSinceLTE applies the LTE predicate on the "failing_since" field.
+func FailingSinceLTE(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLTE(FieldFailingSince, v))
+}
+
+// FailingSinceIsNil applies the IsNil predicate on the "failing_since" field.
+func FailingSinceIsNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIsNull(FieldFailingSince))
+}
+
+// FailingSinceNotNil applies the NotNil predicate on the "failing_since" field.
+func FailingSinceNotNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotNull(FieldFailingSince))
 }
 
 // And groups predicates with the AND operator between them.

@@ -207,7 +207,7 @@ func (h *handler) requeueOne(c *gin.Context) {
 		h.fail(c, err)
 	default:
 		n := 1
-		if res == ledger.RequeueRunning {
+		if res == ledger.RequeuePending {
 			n = 0
 		}
 		c.JSON(http.StatusOK, gin.H{"requeued": n, "result": res})
@@ -227,12 +227,12 @@ func (h *handler) requeueMany(c *gin.Context) {
 		badRequest(c, "status: failed, or settled with force=true")
 		return
 	}
-	n, err := ledger.RequeueMatching(c.Request.Context(), h.cfg.DB, h.cfg.Jobs, f, force, c.Query("dry_run") == "true")
+	counts, err := ledger.RequeueMatching(c.Request.Context(), h.cfg.DB, h.cfg.Jobs, f, force, c.Query("dry_run") == "true")
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"requeued": n})
+	c.JSON(http.StatusOK, counts)
 }
 
 // Rate is a source's duplicates seen by this process.

@@ -8,16 +8,13 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
-	"github.com/riverqueue/river/rivertype"
-	"go.uber.org/zap"
-
-	"github.com/hookledger/hookledger/modules/metrics"
 )
 
-// ApplyArgs is the apply job: the ledger key, never the payload.
+// ApplyArgs is the apply job of one event: the ledger key, never the
+// payload.
 type ApplyArgs struct {
 	Namespace string `json:"namespace"`
 	EventID   string `json:"event_id"`
@@ -28,19 +25,35 @@ type ApplyArgs struct {
 // Kind names the job in River.
 func (ApplyArgs) Kind() string { return "apply_event" }
 
-// InsertOpts gives every apply job the same bounded retries.
+// InsertOpts gives every apply job the same attempt budget.
 func (ApplyArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{MaxAttempts: ApplyMaxAttempts}
 }
+
+func (a ApplyArgs) key() EventKey { return EventKey{Namespace: a.Namespace, EventID: a.EventID} }
 
 // Apply job tuning. A killed worker's job is rescued after
 // RescueStuckJobsAfter (River checks every 30 s), so every claimed event
 // settles within two minutes of a restart.
 const (
-	ApplyMaxAttempts     = 25
+	// ApplyMaxAttempts is River's attempt budget for an apply job. Only runs
+	// lost to a crash spend it (River's rescuer counts those): a handler's
+	// failure, an outage of the database and a shutdown snooze the job
+	// instead. It is a backstop against a crash loop of more than ten days,
+	// never the way handler failures end: RetryHorizon is.
+	ApplyMaxAttempts     = 32000
 	ApplyTimeout         = 20 * time.Second
 	RescueStuckJobsAfter = 30 * time.Second
-	maxRetryDelay        = 10 * time.Minute
+	// RetryHorizon is how long an event whose handler keeps failing is
+	// retried, counted from its first failure: longer than Stripe's three
+	// days of delivery retries, so a handler fixed while the provider still
+	// retries is in time for every event that failed.
+	RetryHorizon  = 72 * time.Hour
+	maxRetryDelay = 10 * time.Minute
+	// outageDelay is the wait before an apply that could not reach the
+	// database runs again: not an attempt, and not backed off, so events
+	// settle within seconds of the database coming back.
+	outageDelay = 2 * time.Second
 )
 
 // Outcome is what one apply did.
@@ -52,7 +65,10 @@ const (
 	// OutcomeAlreadySettled: the row was settled before this job ran (a
 	// rescued or duplicate job); nothing was applied.
 	OutcomeAlreadySettled Outcome = "skipped"
-	OutcomeFailed         Outcome = "failed"
+	// OutcomeUnhandled: no handler matches the event's type; the row is
+	// settled with nothing applied.
+	OutcomeUnhandled Outcome = "unhandled"
+	OutcomeFailed    Outcome = "failed"
 )
 
 // Apply settles the ledger row of args and runs its handlers, all inside
@@ -61,35 +77,62 @@ const (
 // makes that invisible until the handlers succeed, and a failure rolls it
 // back with them. A row already settled is left alone unless args.Force.
 func Apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, Outcome, error) {
+	ev, outcome, _, err := apply(ctx, tx, reg, args)
+	return ev, outcome, err
+}
+
+// apply is Apply that also returns the row's attempts before this attempt
+// (-1 when the row was not reached), which a failure record checks so that
+// it never overwrites an apply that did commit.
+func apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, Outcome, int, error) {
 	ev := &Event{Namespace: args.Namespace, EventID: args.EventID}
 	var (
 		payload    []byte
 		occurredAt sql.NullTime
 		wasStatus  string
+		attempts   int
 	)
 	err := tx.QueryRowContext(ctx, `
 		UPDATE webhook_event e
-		SET status = 'settled', settled_at = now(), attempts = e.attempts + 1, last_error = NULL
+		SET status = 'settled', settled_at = now(), attempts = e.attempts + 1, last_error = NULL,
+			failures = 0, failing_since = NULL
 		FROM (SELECT id, status FROM webhook_event WHERE namespace = $1 AND event_id = $2 FOR UPDATE) old
 		WHERE e.id = old.id AND (old.status <> 'settled' OR $3)
-		RETURNING e.provider, e.source, e.event_type, e.payload, e.occurred_at, e.replayed, old.status`,
+		RETURNING e.provider, e.source, e.event_type, e.payload, e.occurred_at, e.replayed, old.status, e.attempts`,
 		args.Namespace, args.EventID, args.Force,
-	).Scan(&ev.Provider, &ev.Source, &ev.Type, &payload, &occurredAt, &ev.Replayed, &wasStatus)
+	).Scan(&ev.Provider, &ev.Source, &ev.Type, &payload, &occurredAt, &ev.Replayed, &wasStatus, &attempts)
 	if errors.Is(err, sql.ErrNoRows) {
-		return settledOrGone(ctx, tx, ev)
+		ev, outcome, err := settledOrGone(ctx, tx, ev)
+		return ev, outcome, -1, err
 	}
 	if err != nil {
-		return nil, OutcomeFailed, fmt.Errorf("lock %s/%s: %w", args.Namespace, args.EventID, err)
+		return nil, OutcomeFailed, -1, &dbError{fmt.Errorf("lock %s/%s: %w", args.Namespace, args.EventID, err)}
 	}
+	seen := attempts - 1
 	ev.Payload = payload
 	ev.OccurredAt = occurredAt.Time
 	ev.Forced = args.Force && wasStatus == "settled"
-	for _, h := range reg.Handlers(ev.Provider, ev.Type) {
-		if err := h(ctx, tx, ev); err != nil {
-			return ev, OutcomeFailed, fmt.Errorf("apply %s %s/%s: %w", ev.Type, ev.Namespace, ev.EventID, err)
+	handlers := reg.Handlers(ev.Provider, ev.Type)
+	if len(handlers) == 0 {
+		return ev, OutcomeUnhandled, seen, nil
+	}
+	for _, h := range handlers {
+		if err := runHandler(ctx, tx, h, ev); err != nil {
+			return ev, OutcomeFailed, seen, fmt.Errorf("apply %s %s/%s: %w", ev.Type, ev.Namespace, ev.EventID, err)
 		}
 	}
-	return ev, OutcomeSettled, nil
+	return ev, OutcomeSettled, seen, nil
+}
+
+// runHandler runs h, turning a panic into an error: a panicking handler
+// fails its event like any other failure.
+func runHandler(ctx context.Context, tx *Tx, h HandlerFunc, ev *Event) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: stack()}
+		}
+	}()
+	return h(ctx, tx, ev)
 }
 
 // settledOrGone tells a row that was already settled from one that no
@@ -101,135 +144,87 @@ func settledOrGone(ctx context.Context, tx *Tx, ev *Event) (*Event, Outcome, err
 		return nil, OutcomeFailed, fmt.Errorf("apply %s/%s: %w", ev.Namespace, ev.EventID, ErrEventGone)
 	}
 	if err != nil {
-		return nil, OutcomeFailed, fmt.Errorf("read %s/%s: %w", ev.Namespace, ev.EventID, err)
+		return nil, OutcomeFailed, &dbError{fmt.Errorf("read %s/%s: %w", ev.Namespace, ev.EventID, err)}
 	}
 	return ev, OutcomeAlreadySettled, nil
 }
 
-// RecordFailure marks the ledger row failed with the reason, in a statement
-// of its own after the apply transaction rolled back. A settled row is left
-// alone unless force is set: a late duplicate run must not flip it.
-func RecordFailure(ctx context.Context, db *sql.DB, args ApplyArgs, reason string) error {
+// Attempt identifies one apply attempt of an event for its failure record.
+type Attempt struct {
+	Key EventKey
+	// Seen is the row's attempts before the attempt, as the attempt read it
+	// under the row lock; -1 when the attempt never got that far.
+	Seen int
+}
+
+// failureRecord is what recording a failure left on the row.
+type failureRecord struct {
+	// Failures counts handler failures since the last settle, this one
+	// included.
+	Failures int
+	// GaveUp is set when the first of them is older than the retry horizon.
+	GaveUp bool
+}
+
+// execQuerier is a *sql.DB or a *sql.Tx.
+type execQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// RecordFailure marks the attempt's ledger row failed with the reason, in a
+// statement of its own after the apply transaction rolled back. It never
+// overwrites an apply that committed: the row must still have the attempts
+// the attempt saw (or, when it saw none, must not be settled).
+func RecordFailure(ctx context.Context, db *sql.DB, a Attempt, reason string) error {
+	_, _, err := recordFailure(ctx, db, a, reason, RetryHorizon)
+	return err
+}
+
+// recordFailure is RecordFailure on a database or inside a transaction; ok
+// is false when the row was left alone.
+func recordFailure(ctx context.Context, q execQuerier, a Attempt, reason string, horizon time.Duration) (failureRecord, bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, err := db.ExecContext(ctx, `
+	var r failureRecord
+	err := q.QueryRowContext(ctx, `
 		UPDATE webhook_event
-		SET status = 'failed', attempts = attempts + 1, last_error = $3
-		WHERE namespace = $1 AND event_id = $2 AND (status <> 'settled' OR $4)`,
-		args.Namespace, args.EventID, truncate(reason, 4000), args.Force)
-	if err != nil {
-		return fmt.Errorf("record failure of %s/%s: %w", args.Namespace, args.EventID, err)
-	}
-	return nil
-}
-
-// ApplyWorker is River's worker for ApplyArgs.
-type ApplyWorker struct {
-	river.WorkerDefaults[ApplyArgs]
-	DB       *sql.DB
-	Registry *Registry
-	Logger   *zap.Logger
-	Metrics  *metrics.Set
-}
-
-// Work applies the event and completes the job in the same transaction.
-func (w *ApplyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error {
-	start := time.Now()
-	var (
-		ev      *Event
-		outcome Outcome
-	)
-	// The apply commits synchronously like the claim. An asynchronous
-	// commit lost in a database crash would lose the settle, while River's
-	// completer, which completes the job again on its own connection once
-	// Work returns, would keep the job completed: an event never applied.
-	err := InTx(ctx, w.DB, func(tx *Tx) error {
-		var err error
-		ev, outcome, err = Apply(ctx, tx, w.Registry, job.Args)
-		if err != nil {
-			return err
-		}
-		if _, err := river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx.Tx, job); err != nil {
-			return fmt.Errorf("complete job %d: %w", job.ID, err)
-		}
-		return nil
-	})
-	provider, eventType := "unknown", "unknown"
-	if ev != nil {
-		provider, eventType = ev.Provider, ev.Type
+		SET status = 'failed', attempts = attempts + 1, failures = failures + 1,
+			failing_since = COALESCE(failing_since, now()),
+			last_error = CASE WHEN now() - COALESCE(failing_since, now()) >= $5::float8 * interval '1 second'
+				THEN 'gave up after retrying since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ': ' || $3
+				ELSE $3 END
+		WHERE namespace = $1 AND event_id = $2 AND CASE WHEN $4 >= 0 THEN attempts = $4 ELSE status <> 'settled' END
+		RETURNING failures, now() - failing_since >= $5::float8 * interval '1 second'`,
+		a.Key.Namespace, a.Key.EventID, truncate(reason, 4000), a.Seen, horizon.Seconds(),
+	).Scan(&r.Failures, &r.GaveUp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
 	}
 	if err != nil {
-		outcome = OutcomeFailed
+		return r, false, fmt.Errorf("record failure of %s/%s: %w", a.Key.Namespace, a.Key.EventID, err)
 	}
-	w.Metrics.Applies.WithLabelValues(provider, eventType, string(outcome)).Inc()
-	w.Metrics.ApplySeconds.WithLabelValues(provider).Observe(time.Since(start).Seconds())
-	if err == nil {
-		return nil
-	}
-	log := w.Logger.With(zap.String("event_id", job.Args.EventID), zap.String("namespace", job.Args.Namespace),
-		zap.Int64("job_id", job.ID), zap.Int("attempt", job.Attempt))
-	if rerr := RecordFailure(ctx, w.DB, job.Args, err.Error()); rerr != nil {
-		log.Error("apply failed and the failure could not be recorded", zap.Error(err), zap.NamedError("record_error", rerr))
-	}
-	if IsPermanent(err) {
-		log.Error("apply failed permanently; not retrying", zap.Error(err))
-		return river.JobCancel(err)
-	}
-	err = markUnavailable(err)
-	log.Warn("apply failed; River retries", zap.Error(err))
-	return err
+	return r, true, nil
 }
 
-// markUnavailable prefixes a database failure so that River's record of
-// attempts tells it from a handler's failure (see handlerFailures).
-func markUnavailable(err error) error {
-	if IsUnavailable(err) {
-		return fmt.Errorf("%s%w", unavailablePrefix, err)
-	}
-	return err
-}
-
-// unavailablePrefix marks a failure of the database rather than of the
-// handler in River's record of attempts.
-const unavailablePrefix = "database unavailable: "
-
-// handlerFailures counts the earlier attempts the handler itself failed:
-// not database outages, and not runs lost to a crash that River's rescuer
-// picked up.
-func handlerFailures(errs []rivertype.AttemptError) int {
-	n := 0
-	for _, e := range errs {
-		if !strings.HasPrefix(e.Error, unavailablePrefix) && !strings.HasPrefix(e.Error, "Stuck job rescued") {
-			n++
-		}
-	}
-	return n
-}
-
-// NextRetry backs off exponentially from one second, capped at ten minutes,
-// with jitter; River's default (attempt^4 s) waits weeks by the last try.
-// Only the handler's own failures count: attempts lost to a crash or a
-// database outage retry within seconds, so every event settles soon after
-// the process or the database is back.
-func (w *ApplyWorker) NextRetry(job *river.Job[ApplyArgs]) time.Time {
-	return time.Now().Add(RetryDelay(handlerFailures(job.Errors) + 1))
-}
-
-// RetryDelay is the wait before retry number attempt (1-based).
-func RetryDelay(attempt int) time.Duration {
+// RetryDelay is the wait after handler failure number n (1-based): one
+// second, doubling, capped at ten minutes, with jitter.
+func RetryDelay(n int) time.Duration {
 	d := maxRetryDelay
-	if attempt < 20 {
-		d = min(time.Second<<max(attempt-1, 0), maxRetryDelay)
+	if n < 20 {
+		d = min(time.Second<<max(n-1, 0), maxRetryDelay)
 	}
 	return d + rand.N(d/4+1)
 }
 
-// Timeout bounds one apply.
-func (w *ApplyWorker) Timeout(*river.Job[ApplyArgs]) time.Duration { return ApplyTimeout }
-
+// truncate makes s storable as text (valid UTF-8, no NUL) and cuts it to at
+// most n bytes on a rune boundary.
 func truncate(s string, n int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n]
 }

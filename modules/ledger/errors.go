@@ -1,6 +1,16 @@
 package ledger
 
-import "errors"
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river/rivertype"
+)
 
 // ErrEventGone is returned when an apply job's ledger row no longer exists.
 var ErrEventGone = errors.New("ledger row not found")
@@ -24,4 +34,118 @@ func Permanent(err error) error {
 func IsPermanent(err error) bool {
 	var p *permanentError
 	return errors.As(err, &p) || errors.Is(err, ErrEventGone)
+}
+
+// PanicError is a handler's panic, recovered inside the apply loop.
+type PanicError struct {
+	Value any
+	Stack string
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+func stack() string { return string(debug.Stack()) }
+
+// dbError marks a failure of one of the ledger's own statements (lock,
+// settle, job completion, commit), as opposed to a handler's.
+type dbError struct{ err error }
+
+func (e *dbError) Error() string { return e.err.Error() }
+func (e *dbError) Unwrap() error { return e.err }
+
+// failureKind is what a failed apply means for the event.
+type failureKind int
+
+const (
+	// failedHandler: the handler failed (an error of its own, a panic, its
+	// time ran out while the database answered). Recorded on the row; the
+	// event backs off and is retried until the retry horizon.
+	failedHandler failureKind = iota
+	// failedPermanently: no retry can help; recorded, not retried.
+	failedPermanently
+	// failedOutage: hookledger's own database could not be reached, or
+	// broke the connection, or made the statement wait (deadlock,
+	// serialization, lock timeout). Not the event's fault: not recorded,
+	// not an attempt, retried within seconds.
+	failedOutage
+	// failedStopping: the process is shutting down and cancelled the
+	// apply. Not a failure: River puts the job back at once.
+	failedStopping
+)
+
+func (k failureKind) String() string {
+	return [...]string{"handler failure", "permanent failure", "database unavailable", "shutdown"}[k]
+}
+
+// classify tells what err, returned while applying inside tx, means. The
+// question "was it our database?" is answered by our database itself:
+// a handler's network error looks like a broken database connection to
+// every error-type test, so the transaction is asked whether it still
+// works, and the pool whether the server answers.
+func classify(ctx context.Context, db *sql.DB, tx *Tx, err error) failureKind {
+	var p *PanicError
+	switch {
+	case errors.As(err, &p):
+		return failedHandler
+	case IsPermanent(err):
+		return failedPermanently
+	case ctx.Err() != nil && !errors.Is(context.Cause(ctx), rivertype.ErrJobCancelledRemotely) && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return failedStopping
+	case ctx.Err() != nil:
+		// Out of time: a hung handler, or a database that stopped answering.
+		if !databaseAnswers(db) {
+			return failedOutage
+		}
+		return failedHandler
+	}
+	var own *dbError
+	if errors.As(err, &own) {
+		if IsUnavailable(err) || isContention(err) || !databaseAnswers(db) {
+			return failedOutage
+		}
+		return failedHandler
+	}
+	if tx == nil {
+		return failedHandler
+	}
+	// The handler's error. If the transaction still works, the error did
+	// not come from our connection.
+	_, perr := tx.ExecContext(ctx, `SELECT 1`)
+	var pgErr *pgconn.PgError
+	switch {
+	case perr == nil:
+		return failedHandler
+	case errors.As(perr, &pgErr) && pgErr.Code == "25P02":
+		// A statement of the handler failed inside our transaction: its
+		// own error says whether the database was at fault.
+		if IsUnavailable(err) || isContention(err) {
+			return failedOutage
+		}
+		return failedHandler
+	default:
+		// The connection broke under the handler.
+		return failedOutage
+	}
+}
+
+// isContention reports whether PostgreSQL refused a statement for another
+// transaction's sake (deadlock, serialization failure, lock timeout): the
+// same apply succeeds when tried again.
+func isContention(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001", "40P01", "55P03":
+			return true
+		}
+	}
+	return false
+}
+
+// databaseAnswers reports whether the server answers a ping within a few
+// seconds on a connection of the pool.
+func databaseAnswers(db *sql.DB) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return db.PingContext(ctx) == nil
 }

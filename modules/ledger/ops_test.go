@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/ledgertest"
@@ -65,13 +65,14 @@ func eventIDs(t *testing.T, h *ledgertest.Harness) []string {
 	return ids
 }
 
-// TestDiscardedJobStaysVisibleAndRequeues: River gives up after the last
-// attempt; the row stays failed with the reason, and requeue brings the
-// same job back instead of adding a second.
-func TestDiscardedJobStaysVisibleAndRequeues(t *testing.T) {
+// TestGivesUpAfterTheHorizonAndRequeues: a handler that keeps failing is
+// retried until the retry horizon has passed since its first failure; the
+// row then stays failed with the reason and no pending job, and requeue
+// brings River's job back.
+func TestGivesUpAfterTheHorizonAndRequeues(t *testing.T) {
 	var fail atomic.Bool
 	fail.Store(true)
-	h := ledgertest.New(t, 2, func(h *ledgertest.Harness) {
+	h := ledgertest.New(t, 0, func(h *ledgertest.Harness) {
 		h.Registry.Handle("stripe", "invoice.paid", func(context.Context, *ledger.Tx, *ledger.Event) error {
 			if fail.Load() {
 				return errors.New("card network down")
@@ -79,29 +80,33 @@ func TestDiscardedJobStaysVisibleAndRequeues(t *testing.T) {
 			return nil
 		})
 	})
-	ctx := context.Background()
-	err := ledger.InTx(ctx, h.DB.SQL, func(tx *ledger.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload) VALUES ('stripe', 'evt_d', 'stripe', 'stripe', 'invoice.paid', '{}')`); err != nil {
-			return err
-		}
-		_, err := h.River.InsertTx(ctx, tx.Tx, ledger.ApplyArgs{Namespace: "stripe", EventID: "evt_d"}, &river.InsertOpts{MaxAttempts: 1})
-		return err
+	client, err := ledger.NewRiver(h.DB.SQL, h.DB.Listener(t), ledger.RiverOptions{
+		Workers: 2, Registry: h.Registry, Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Metrics: h.Metrics,
+		RetryHorizon: time.Millisecond,
 	})
 	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() { cancel(); <-client.Stopped() })
+
+	h.Claim(t, "stripe", "evt_d", "invoice.paid", []byte(`{}`))
+	// The first failure starts the horizon; the second is past it.
 	require.Eventually(t, func() bool {
-		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'discarded'`) == 1
-	}, 10*time.Second, 20*time.Millisecond)
+		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
+	}, 30*time.Second, 20*time.Millisecond)
 	row := h.Row(t, "stripe", "evt_d")
 	require.Equal(t, "failed", row.Status)
+	require.Equal(t, 2, row.Attempts)
+	require.Contains(t, row.LastError.String, "gave up after retrying since")
 	require.Contains(t, row.LastError.String, "card network down")
 
 	fail.Store(false)
-	res, err := ledger.Requeue(ctx, h.DB.SQL, h.River, "stripe", "evt_d", false)
+	res, err := ledger.Requeue(ctx, h.DB.SQL, client, "stripe", "evt_d", false)
 	require.NoError(t, err)
-	require.Equal(t, ledger.RequeueRetried, res)
+	require.Equal(t, ledger.RequeueRequeued, res)
 	h.WaitSettled(t, "stripe", "evt_d")
-	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job`), "the same job ran again")
-	require.Equal(t, 2, h.Row(t, "stripe", "evt_d").Attempts)
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job`), "River's own job ran again: never a second one")
+	require.Equal(t, 3, h.Row(t, "stripe", "evt_d").Attempts)
 }
 
 func TestRequeueInsertsWhenRiverPrunedTheJob(t *testing.T) {
@@ -111,7 +116,7 @@ func TestRequeueInsertsWhenRiverPrunedTheJob(t *testing.T) {
 	require.NoError(t, err)
 	res, err := ledger.Requeue(context.Background(), h.DB.SQL, h.River, "stripe", "evt_old", false)
 	require.NoError(t, err)
-	require.Equal(t, ledger.RequeueInserted, res)
+	require.Equal(t, ledger.RequeueRequeued, res)
 	require.Equal(t, "claimed", h.Row(t, "stripe", "evt_old").Status)
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'available'`))
 
@@ -126,20 +131,7 @@ func TestRequeueLeavesARunningJobAlone(t *testing.T) {
 	require.NoError(t, err)
 	res, err := ledger.Requeue(context.Background(), h.DB.SQL, h.River, "stripe", "evt_run", false)
 	require.NoError(t, err)
-	require.Equal(t, ledger.RequeueRunning, res)
+	require.Equal(t, ledger.RequeuePending, res)
 	require.Equal(t, "failed", h.Row(t, "stripe", "evt_run").Status)
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job`), "never a second job beside a live one")
-}
-
-func TestRetryCountsOnlyHandlerFailures(t *testing.T) {
-	w := &ledger.ApplyWorker{}
-	job := &river.Job[ledger.ApplyArgs]{JobRow: &rivertype.JobRow{Attempt: 9, Errors: []rivertype.AttemptError{
-		{Error: "Stuck job rescued by JobRescuer"}, {Error: "database unavailable: begin: failed to connect"},
-		{Error: "Stuck job rescued by JobRescuer"}, {Error: "database unavailable: unexpected EOF"},
-	}}}
-	require.Less(t, time.Until(w.NextRetry(job)), 2*time.Second, "crashes and outages retry within seconds")
-	for range 6 {
-		job.Errors = append(job.Errors, rivertype.AttemptError{Error: "apply invoice.paid: card network down"})
-	}
-	require.Greater(t, time.Until(w.NextRetry(job)), time.Minute, "handler failures back off")
 }

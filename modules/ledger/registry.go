@@ -121,3 +121,18 @@ func (r *Registry) Handlers(provider, eventType string) []HandlerFunc {
 	}
 	return hs
 }
+
+// LabelType is the metric label of an event type: the type when a handler
+// is registered for it exactly, the pattern of the family that matches it,
+// else "other". Types come from senders; labels must stay a bounded set.
+func (r *Registry) LabelType(provider, eventType string) string {
+	if len(r.exact[provider+"\x00"+eventType]) > 0 {
+		return eventType
+	}
+	for _, f := range r.families {
+		if f.provider == provider && strings.HasPrefix(eventType, f.prefix) {
+			return f.prefix + "*"
+		}
+	}
+	return "other"
+}

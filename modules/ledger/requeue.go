@@ -24,18 +24,24 @@ type RequeueResult string
 
 // Requeue results.
 const (
-	// RequeueRetried: River still had the event's job; it runs now.
-	RequeueRetried RequeueResult = "retried"
-	// RequeueInserted: River no longer had a job; a new one was inserted.
-	RequeueInserted RequeueResult = "inserted"
-	// RequeueRunning: the job is running right now; nothing was changed.
-	RequeueRunning RequeueResult = "running"
+	// RequeueRequeued: the event is applied now, by a job of its own:
+	// River's pending one brought forward, or a new one.
+	RequeueRequeued RequeueResult = "requeued"
+	// RequeuePending: a job that will apply the event is running right
+	// now; nothing was changed.
+	RequeuePending RequeueResult = "pending"
 )
 
-// Requeue sets the event's row back to claimed and makes its apply job run
-// now, in one transaction: River's existing job when it still has one (never
-// a second job beside a live retry), else a new one. A settled event is
-// applied again only with force.
+// Requeue makes the event's apply run now, in one transaction with the
+// row's lock: River's existing job of the event when it still has one
+// (brought forward, whatever its state), else a new one, so there is never
+// a second job beside a live retry. It targets the event, not a shared job:
+// a batch job counts only while it is unfinished, and a forced re-apply of
+// a settled event runs only in a forced job of its own, so each requested
+// event is applied exactly once more. A job that will apply the event and
+// is running right now is left alone (RequeuePending). A failed row goes
+// back to claimed with its backoff reset; a settled one is applied again
+// only with force, and stays settled until that apply commits.
 func Requeue(ctx context.Context, db *sql.DB, jobs JobRetrier, namespace, eventID string, force bool) (RequeueResult, error) {
 	var result RequeueResult
 	err := InTx(ctx, db, func(tx *Tx) error {
@@ -48,67 +54,138 @@ func Requeue(ctx context.Context, db *sql.DB, jobs JobRetrier, namespace, eventI
 		if err != nil {
 			return fmt.Errorf("lock %s/%s: %w", namespace, eventID, err)
 		}
-		if status == "settled" && !force {
+		settled := status == "settled"
+		if settled && !force {
 			return ErrSettled
 		}
-		job, err := FindJob(ctx, tx, namespace, eventID)
+		jobs0, err := jobsOf(ctx, tx, namespace, eventID)
 		if err != nil {
 			return err
 		}
-		if job != nil && job.State == string(rivertype.JobStateRunning) {
-			result = RequeueRunning
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE webhook_event SET status = 'claimed', settled_at = NULL WHERE namespace = $1 AND event_id = $2`,
-			namespace, eventID); err != nil {
-			return fmt.Errorf("requeue %s/%s: %w", namespace, eventID, err)
-		}
-		if job != nil {
-			if _, err := jobs.JobRetryTx(ctx, tx.Tx, job.ID); err != nil {
-				return fmt.Errorf("retry job %d: %w", job.ID, err)
+		// The job to bring forward: the event's own newest job, in whatever
+		// state River keeps it, else an unfinished batch that holds it. A
+		// settled event needs a forced job: any other skips it.
+		var bring *eventJob
+		for i, j := range jobs0 {
+			if settled && !j.forced {
+				continue
 			}
-			result = RequeueRetried
+			if j.state == rivertype.JobStateRunning {
+				result = RequeuePending
+				return nil
+			}
+			if bring == nil || (bring.batch && !j.batch) {
+				bring = &jobs0[i]
+			}
+		}
+		if !settled {
+			if _, err := tx.ExecContext(ctx, `UPDATE webhook_event SET status = 'claimed', settled_at = NULL, failures = 0, failing_since = NULL
+				WHERE namespace = $1 AND event_id = $2`, namespace, eventID); err != nil {
+				return fmt.Errorf("requeue %s/%s: %w", namespace, eventID, err)
+			}
+		}
+		result = RequeueRequeued
+		if bring != nil {
+			if _, err := jobs.JobRetryTx(ctx, tx.Tx, bring.id); err != nil {
+				return fmt.Errorf("retry job %d: %w", bring.id, err)
+			}
 			return nil
 		}
-		if _, err := jobs.InsertTx(ctx, tx.Tx, ApplyArgs{Namespace: namespace, EventID: eventID}, nil); err != nil {
+		if _, err := jobs.InsertTx(ctx, tx.Tx, ApplyArgs{Namespace: namespace, EventID: eventID, Force: settled}, nil); err != nil {
 			return fmt.Errorf("enqueue apply of %s/%s: %w", namespace, eventID, err)
 		}
-		result = RequeueInserted
 		return nil
 	})
 	return result, err
 }
 
+// eventJob is an apply job that carries an event.
+type eventJob struct {
+	id     int64
+	state  rivertype.JobState
+	batch  bool
+	forced bool
+}
+
+// jobsOf returns the apply jobs that carry an event, newest first: every
+// job of its own that River still has, and the unfinished batch it was
+// claimed in (a finished batch will not apply it again).
+func jobsOf(ctx context.Context, tx *Tx, namespace, eventID string) ([]eventJob, error) {
+	rows, err := tx.QueryContext(ctx, `
+		SELECT id, state, kind = 'apply_batch', COALESCE((args->>'force')::boolean, false)
+		FROM river_job
+		WHERE (kind = 'apply_event' AND args->>'namespace' = $1 AND args->>'event_id' = $2)
+			OR (kind = 'apply_batch' AND finalized_at IS NULL AND state NOT IN ('completed', 'cancelled', 'discarded')
+				AND args->'events' @> jsonb_build_array(jsonb_build_object('namespace', $1::text, 'event_id', $2::text)))
+		ORDER BY id DESC`, namespace, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("find jobs of %s/%s: %w", namespace, eventID, err)
+	}
+	defer rows.Close()
+	var out []eventJob
+	for rows.Next() {
+		var j eventJob
+		if err := rows.Scan(&j.id, &j.state, &j.batch, &j.forced); err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// RequeueCounts says what a bulk requeue did with each matching event.
+type RequeueCounts struct {
+	// Requeued events are applied now.
+	Requeued int `json:"requeued"`
+	// Pending events were being applied already by a running job.
+	Pending int `json:"pending"`
+	// Skipped events were left alone, for the reasons counted in Reasons.
+	Skipped int            `json:"skipped"`
+	Reasons map[string]int `json:"skipped_reasons,omitempty"`
+}
+
+func (c *RequeueCounts) skip(reason string) {
+	c.Skipped++
+	if c.Reasons == nil {
+		c.Reasons = map[string]int{}
+	}
+	c.Reasons[reason]++
+}
+
 // RequeueMatching requeues every row f selects (f.Status should be failed,
-// or settled with force), oldest first, each in a transaction of its own.
-// With dryRun it only counts them.
-func RequeueMatching(ctx context.Context, db *sql.DB, jobs JobRetrier, f Filter, force, dryRun bool) (int, error) {
+// or settled with force), oldest first, each in a transaction of its own,
+// and counts what happened to each. With dryRun it only counts them, as
+// Requeued.
+func RequeueMatching(ctx context.Context, db *sql.DB, jobs JobRetrier, f Filter, force, dryRun bool) (RequeueCounts, error) {
 	client := entClient(db)
-	n := 0
+	var c RequeueCounts
 	f.After, f.Limit = 0, 500
 	for {
 		rows, next, err := List(ctx, client, f)
 		if err != nil {
-			return n, err
+			return c, err
 		}
 		for _, r := range rows {
 			if dryRun {
-				n++
+				c.Requeued++
 				continue
 			}
 			res, err := Requeue(ctx, db, jobs, r.Namespace, r.EventID, force)
-			if errors.Is(err, ErrSettled) || errors.Is(err, ErrNotFound) {
-				continue // settled or pruned since it was listed
-			}
-			if err != nil {
-				return n, err
-			}
-			if res != RequeueRunning {
-				n++
+			switch {
+			case errors.Is(err, ErrSettled):
+				c.skip("settled since it was listed (requeue with force to apply it again)")
+			case errors.Is(err, ErrNotFound):
+				c.skip("pruned since it was listed")
+			case err != nil:
+				return c, err
+			case res == RequeuePending:
+				c.Pending++
+			default:
+				c.Requeued++
 			}
 		}
 		if next == 0 {
-			return n, nil
+			return c, nil
 		}
 		f.After = next
 	}

@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -32,6 +31,8 @@ type RiverOptions struct {
 	// Retention > 0 prunes settled ledger rows older than it, hourly, on
 	// the elected leader.
 	Retention time.Duration
+	// RetryHorizon overrides the ledger's RetryHorizon when positive.
+	RetryHorizon time.Duration
 }
 
 // NewRiver builds River on db, the *sql.DB view of the process's pgx pool,
@@ -58,11 +59,12 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 		workers := o.Registry.Workers()
 		// A registry serves one client at a time; a second client on it
 		// reuses the apply worker already there.
-		_ = river.AddWorkerSafely(workers, &ApplyWorker{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics})
-		_ = river.AddWorkerSafely(workers, &ApplyBatchWorker{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics})
+		applier := &Applier{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics, Horizon: o.RetryHorizon}
+		_ = river.AddWorkerSafely(workers, &ApplyWorker{Applier: applier})
+		_ = river.AddWorkerSafely(workers, &ApplyBatchWorker{Applier: applier})
 		cfg.Workers = workers
 		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}}
-		cfg.ErrorHandler = &errorHandler{db: db, logger: o.Logger.Named("river")}
+		cfg.ErrorHandler = &errorHandler{logger: o.Logger.Named("river")}
 		cfg.PeriodicJobs = o.Registry.periodic
 		if o.Retention > 0 {
 			_ = river.AddWorkerSafely(workers, &PruneWorker{DB: db, Retention: o.Retention, Logger: o.Logger.Named("prune")})
@@ -82,10 +84,10 @@ func SlogLogger(l *zap.Logger) *slog.Logger {
 	return slog.New(zapslog.NewHandler(l.Core()))
 }
 
-// errorHandler is the edge where job failures River sees are logged. Apply
-// errors were already recorded by the worker; a panic is recorded here.
+// errorHandler is the edge where job failures River sees are logged. The
+// apply loop records its own failures, panics included; this logs the
+// panics of other job kinds, which River then retries.
 type errorHandler struct {
-	db     *sql.DB
 	logger *zap.Logger
 }
 
@@ -93,17 +95,7 @@ func (h *errorHandler) HandleError(context.Context, *rivertype.JobRow, error) *r
 	return nil
 }
 
-func (h *errorHandler) HandlePanic(ctx context.Context, job *rivertype.JobRow, panicVal any, trace string) *river.ErrorHandlerResult {
+func (h *errorHandler) HandlePanic(_ context.Context, job *rivertype.JobRow, panicVal any, trace string) *river.ErrorHandlerResult {
 	h.logger.Error("job panicked", zap.Int64("job_id", job.ID), zap.String("kind", job.Kind), zap.Any("panic", panicVal), zap.String("trace", trace))
-	if job.Kind != (ApplyArgs{}).Kind() {
-		return nil
-	}
-	var args ApplyArgs
-	if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
-		return nil
-	}
-	if err := RecordFailure(ctx, h.db, args, fmt.Sprintf("panic: %v", panicVal)); err != nil {
-		h.logger.Error("record panic", zap.Error(err))
-	}
 	return nil
 }

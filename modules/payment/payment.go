@@ -36,6 +36,9 @@ type module struct {
 
 // Payment is one provider payment as an event describes it.
 type Payment struct {
+	// Namespace is the ledger namespace of the event: each account's
+	// payments are its own.
+	Namespace      string
 	Provider       string
 	ExternalID     string
 	CustomerID     string
@@ -63,9 +66,9 @@ func Status(amount, refunded int64) string {
 func Merge(ctx context.Context, tx *ledger.Tx, p Payment) (bool, error) {
 	var inserted bool
 	err := tx.QueryRowContext(ctx, `
-		INSERT INTO payment AS p (provider, external_id, customer_id, amount, amount_refunded, currency, status, version)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-		ON CONFLICT (provider, external_id) DO UPDATE SET
+		INSERT INTO payment AS p (provider, external_id, customer_id, amount, amount_refunded, currency, status, version, namespace)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (namespace, provider, external_id) DO UPDATE SET
 			customer_id     = CASE WHEN p.customer_id = '' THEN EXCLUDED.customer_id ELSE p.customer_id END,
 			currency        = CASE WHEN p.currency = '' THEN EXCLUDED.currency ELSE p.currency END,
 			amount          = GREATEST(p.amount, EXCLUDED.amount),
@@ -78,7 +81,7 @@ func Merge(ctx context.Context, tx *ledger.Tx, p Payment) (bool, error) {
 			updated_at      = CURRENT_TIMESTAMP
 		RETURNING (xmax = 0)`,
 		p.Provider, p.ExternalID, p.CustomerID, p.Amount, p.AmountRefunded, p.Currency,
-		Status(p.Amount, p.AmountRefunded), p.Version,
+		Status(p.Amount, p.AmountRefunded), p.Version, p.Namespace,
 	).Scan(&inserted)
 	if err != nil {
 		return false, fmt.Errorf("merge payment %s/%s: %w", p.Provider, p.ExternalID, err)
@@ -87,12 +90,13 @@ func Merge(ctx context.Context, tx *ledger.Tx, p Payment) (bool, error) {
 }
 
 // record merges p and, when the row is new, enqueues its one receipt.
-func (m *module) record(ctx context.Context, tx *ledger.Tx, p Payment) error {
+func (m *module) record(ctx context.Context, tx *ledger.Tx, ev *ledger.Event, p Payment) error {
+	p.Namespace = ev.Namespace
 	created, err := Merge(ctx, tx, p)
 	if err != nil || !created {
 		return err
 	}
-	return m.reg.InsertTx(ctx, tx, ReceiptArgs{PaymentID: p.ExternalID, Provider: p.Provider}, nil)
+	return m.reg.InsertTx(ctx, tx, ReceiptArgs{PaymentID: p.ExternalID, Provider: p.Provider, Namespace: p.Namespace}, nil)
 }
 
 // stripeObject is the data.object of the Stripe events handled here.
@@ -139,7 +143,7 @@ func (m *module) stripePaymentIntent(ctx context.Context, tx *ledger.Tx, ev *led
 	if amount == 0 {
 		amount = pi.Amount
 	}
-	return m.record(ctx, tx, Payment{
+	return m.record(ctx, tx, ev, Payment{
 		Provider: "stripe", ExternalID: pi.ID, CustomerID: provider.StripeID(pi.Customer),
 		Amount: amount, Currency: pi.Currency, Version: created,
 	})
@@ -157,7 +161,7 @@ func (m *module) stripeChargeRefunded(ctx context.Context, tx *ledger.Tx, ev *le
 	if id == "" {
 		id = ch.ID
 	}
-	return m.record(ctx, tx, Payment{
+	return m.record(ctx, tx, ev, Payment{
 		Provider: "stripe", ExternalID: id, CustomerID: provider.StripeID(ch.Customer),
 		Amount: ch.Amount, AmountRefunded: ch.AmountRefunded, Currency: ch.Currency, Version: created,
 	})
@@ -179,7 +183,7 @@ func (m *module) stripeInvoicePaid(ctx context.Context, tx *ledger.Tx, ev *ledge
 	if pi == "" {
 		return nil // paid without a PaymentIntent (credit, out of band): nothing to record
 	}
-	return m.record(ctx, tx, Payment{
+	return m.record(ctx, tx, ev, Payment{
 		Provider: "stripe", ExternalID: pi, CustomerID: provider.StripeID(inv.Customer),
 		Amount: inv.AmountPaid, Currency: inv.Currency, Version: created,
 	})
@@ -209,7 +213,7 @@ func (m *module) paddleTransaction(ctx context.Context, tx *ledger.Tx, ev *ledge
 	if err != nil {
 		return ledger.Permanent(fmt.Errorf("transaction %s grand_total %q: %w", e.Data.ID, e.Data.Details.Totals.GrandTotal, err))
 	}
-	return m.record(ctx, tx, Payment{
+	return m.record(ctx, tx, ev, Payment{
 		Provider: "paddle", ExternalID: e.Data.ID, CustomerID: e.Data.CustomerID,
 		Amount: amount, Currency: e.Data.CurrencyCode, Version: e.OccurredAt.UnixMicro(),
 	})

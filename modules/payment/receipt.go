@@ -16,6 +16,9 @@ import (
 type ReceiptArgs struct {
 	PaymentID string `json:"payment_id" river:"unique"`
 	Provider  string `json:"provider"`
+	// Namespace is the payment's ledger namespace; empty in jobs from
+	// before namespaces, which mean the provider's default one.
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // Kind names the job in River.
@@ -65,9 +68,13 @@ func addReceiptWorker(reg *ledger.Registry, cfg Config) {
 // Work reads the payment and hands it to the sender.
 func (w *receiptWorker) Work(ctx context.Context, job *river.Job[ReceiptArgs]) error {
 	r := Receipt{IdempotencyKey: job.Args.PaymentID, Provider: job.Args.Provider}
+	ns := job.Args.Namespace
+	if ns == "" {
+		ns = job.Args.Provider
+	}
 	err := w.cfg.DB.QueryRowContext(ctx,
-		`SELECT customer_id, amount, currency FROM payment WHERE provider = $1 AND external_id = $2`,
-		job.Args.Provider, job.Args.PaymentID).Scan(&r.CustomerID, &r.Amount, &r.Currency)
+		`SELECT customer_id, amount, currency FROM payment WHERE namespace = $1 AND provider = $2 AND external_id = $3`,
+		ns, job.Args.Provider, job.Args.PaymentID).Scan(&r.CustomerID, &r.Amount, &r.Currency)
 	if errors.Is(err, sql.ErrNoRows) {
 		return river.JobCancel(fmt.Errorf("payment %s/%s not found", job.Args.Provider, job.Args.PaymentID))
 	}

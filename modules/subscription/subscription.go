@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
+
+	"github.com/riverqueue/river"
 
 	entsub "github.com/hookledger/hookledger/ent/subscription"
 	"github.com/hookledger/hookledger/modules/ledger"
@@ -20,9 +20,11 @@ import (
 
 // Config holds the module's dependencies.
 type Config struct {
+	// DB is where the re-fetch job writes what Stripe answered.
+	DB      *sql.DB
 	Metrics *metrics.Set
 	// StripeAPI, when it has a key, resolves equal-version ties by
-	// re-fetching the subscription from Stripe.
+	// re-fetching the subscription from Stripe, in a job of its own.
 	StripeAPI StripeAPI
 }
 
@@ -33,17 +35,42 @@ type StripeAPI struct {
 	HTTP *http.Client
 }
 
-// Register adds the module's event handlers.
+// Register adds the module's event handlers and its re-fetch worker.
 func Register(reg *ledger.Registry, cfg Config) {
-	m := &module{cfg: cfg}
-	reg.Handle("stripe", "customer.subscription.*", m.applyStripe)
-	reg.Handle("paddle", "subscription.*", m.applyPaddle)
+	m := &module{cfg: cfg, reg: reg}
+	for _, t := range stripeTypes {
+		reg.Handle("stripe", t, m.applyStripe)
+	}
+	for _, t := range paddleTypes {
+		reg.Handle("paddle", t, m.applyPaddle)
+	}
+	river.AddWorker(reg.Workers(), &refetchWorker{cfg: cfg})
 }
 
-type module struct{ cfg Config }
+// The event types applied, each carrying the whole subscription. They are
+// listed rather than matched as a family so that metrics name each type,
+// and so that a type Stripe or Paddle adds later shows up as unhandled (it
+// is counted and logged) instead of being applied unseen.
+var (
+	stripeTypes = []string{
+		"customer.subscription.created", "customer.subscription.updated", "customer.subscription.deleted",
+		"customer.subscription.paused", "customer.subscription.resumed", "customer.subscription.trial_will_end",
+		"customer.subscription.pending_update_applied", "customer.subscription.pending_update_expired",
+	}
+	paddleTypes = []string{
+		"subscription.created", "subscription.updated", "subscription.activated", "subscription.canceled",
+		"subscription.paused", "subscription.resumed", "subscription.past_due", "subscription.trialing", "subscription.imported",
+	}
+)
 
-// State is one version of a subscription, ready to be written.
-type State struct {
+type module struct {
+	cfg Config
+	reg *ledger.Registry
+}
+
+// state is one version of a subscription, ready to be written.
+type state struct {
+	Namespace  string
 	Provider   string
 	ExternalID string
 	CustomerID string
@@ -54,51 +81,66 @@ type State struct {
 	EventID    string
 }
 
-// Written reports what Upsert did.
-type Written int
+// written reports what upsert did.
+type written int
 
-// Upsert results.
+// upsert results.
 const (
-	Applied    Written = iota
-	Stale              // the stored version was newer
-	TieKept            // same version, stored precedence not lower
-	TieApplied         // same version, higher precedence won
+	applied    written = iota
+	stale              // the stored version was newer
+	tieKept            // same version, stored precedence not lower
+	tieApplied         // same version, higher precedence won
 )
 
-// Upsert writes s unless the stored row is newer: an insert, or an update
-// guarded by version (and rank at an equal version), in one statement that
-// also reports the version it found.
-func Upsert(ctx context.Context, tx *ledger.Tx, s State) (Written, error) {
-	var (
-		written bool
-		prev    sql.NullInt64
-	)
-	err := tx.QueryRowContext(ctx, `
-		WITH prev AS (SELECT version FROM subscription WHERE provider = $1 AND external_id = $2),
-		up AS (
-			INSERT INTO subscription AS s (provider, external_id, customer_id, plan, status, version, rank, event_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-			ON CONFLICT (provider, external_id) DO UPDATE
-			SET customer_id = EXCLUDED.customer_id, plan = EXCLUDED.plan, status = EXCLUDED.status,
-				version = EXCLUDED.version, rank = EXCLUDED.rank, event_id = EXCLUDED.event_id, updated_at = CURRENT_TIMESTAMP
-			WHERE s.version < EXCLUDED.version OR (s.version = EXCLUDED.version AND s.rank < EXCLUDED.rank)
-			RETURNING 1)
-		SELECT EXISTS (SELECT 1 FROM up), (SELECT version FROM prev)`,
-		s.Provider, s.ExternalID, s.CustomerID, s.Plan, s.Status, s.Version, s.Rank, s.EventID,
-	).Scan(&written, &prev)
-	if err != nil {
-		return 0, fmt.Errorf("upsert subscription %s/%s: %w", s.Provider, s.ExternalID, err)
-	}
-	tie := prev.Valid && prev.Int64 == s.Version
-	switch {
-	case written && tie:
-		return TieApplied, nil
-	case written:
-		return Applied, nil
-	case tie:
-		return TieKept, nil
-	default:
-		return Stale, nil
+// upsert writes s unless the stored row is newer (or, at an equal version,
+// of no lower precedence). The decision is taken under the row's lock,
+// against its latest committed state, so two applies of one subscription
+// at once give the same result, and see the same tie, in either order: the
+// second waits for the first and then compares with what it wrote. A row
+// that does not exist yet is inserted; a concurrent insert of the same row
+// makes the loser wait, find the row and compare.
+func upsert(ctx context.Context, tx *ledger.Tx, s state) (written, error) {
+	for {
+		var (
+			version int64
+			rank    int
+		)
+		err := tx.QueryRowContext(ctx, `SELECT version, rank FROM subscription WHERE namespace = $1 AND provider = $2 AND external_id = $3 FOR UPDATE`,
+			s.Namespace, s.Provider, s.ExternalID).Scan(&version, &rank)
+		if errors.Is(err, sql.ErrNoRows) {
+			res, err := tx.ExecContext(ctx, `
+				INSERT INTO subscription (namespace, provider, external_id, customer_id, plan, status, version, rank, event_id)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+				ON CONFLICT (namespace, provider, external_id) DO NOTHING`,
+				s.Namespace, s.Provider, s.ExternalID, s.CustomerID, s.Plan, s.Status, s.Version, s.Rank, s.EventID)
+			if err != nil {
+				return 0, fmt.Errorf("insert subscription %s/%s: %w", s.Provider, s.ExternalID, err)
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				return applied, nil
+			}
+			continue // another apply inserted it first: compare with that
+		}
+		if err != nil {
+			return 0, fmt.Errorf("lock subscription %s/%s: %w", s.Provider, s.ExternalID, err)
+		}
+		switch {
+		case version > s.Version:
+			return stale, nil
+		case version == s.Version && rank >= s.Rank:
+			return tieKept, nil
+		}
+		_, err = tx.ExecContext(ctx, `
+			UPDATE subscription SET customer_id = $4, plan = $5, status = $6, version = $7, rank = $8, event_id = $9, updated_at = CURRENT_TIMESTAMP
+			WHERE namespace = $1 AND provider = $2 AND external_id = $3`,
+			s.Namespace, s.Provider, s.ExternalID, s.CustomerID, s.Plan, s.Status, s.Version, s.Rank, s.EventID)
+		if err != nil {
+			return 0, fmt.Errorf("update subscription %s/%s: %w", s.Provider, s.ExternalID, err)
+		}
+		if version == s.Version {
+			return tieApplied, nil
+		}
+		return applied, nil
 	}
 }
 
@@ -106,22 +148,38 @@ func Upsert(ctx context.Context, tx *ledger.Tx, s State) (Written, error) {
 type stripeEvent struct {
 	Created int64 `json:"created"`
 	Data    struct {
-		Object struct {
-			ID       string          `json:"id"`
-			Customer json.RawMessage `json:"customer"`
-			Status   string          `json:"status"`
-			Items    struct {
-				Data []struct {
-					Price struct {
-						ID string `json:"id"`
-					} `json:"price"`
-					Plan struct {
-						ID string `json:"id"`
-					} `json:"plan"`
-				} `json:"data"`
-			} `json:"items"`
-		} `json:"object"`
+		Object stripeSubscription `json:"object"`
 	} `json:"data"`
+}
+
+// stripeSubscription is the part of a Stripe subscription used, in an
+// event's data.object or as the API answers it.
+type stripeSubscription struct {
+	ID       string          `json:"id"`
+	Customer json.RawMessage `json:"customer"`
+	Status   string          `json:"status"`
+	Items    struct {
+		Data []struct {
+			Price struct {
+				ID string `json:"id"`
+			} `json:"price"`
+			Plan struct {
+				ID string `json:"id"`
+			} `json:"plan"`
+		} `json:"data"`
+	} `json:"items"`
+}
+
+// plan is the first item's price id (its legacy plan id on old API
+// versions), or "" without items.
+func (o *stripeSubscription) plan() string {
+	if len(o.Items.Data) == 0 {
+		return ""
+	}
+	if id := o.Items.Data[0].Price.ID; id != "" {
+		return id
+	}
+	return o.Items.Data[0].Plan.ID
 }
 
 func (m *module) applyStripe(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
@@ -137,88 +195,27 @@ func (m *module) applyStripe(ctx context.Context, tx *ledger.Tx, ev *ledger.Even
 	if ev.Type == "customer.subscription.deleted" {
 		status = "canceled"
 	}
-	plan := ""
-	if len(obj.Items.Data) > 0 {
-		plan = obj.Items.Data[0].Price.ID
-		if plan == "" {
-			plan = obj.Items.Data[0].Plan.ID
-		}
-	}
-	s := State{
+	s := state{
+		Namespace:  ev.Namespace,
 		Provider:   "stripe",
 		ExternalID: obj.ID,
 		CustomerID: provider.StripeID(obj.Customer),
-		Plan:       plan,
+		Plan:       obj.plan(),
 		Status:     status,
 		Version:    se.Created,
-		Rank:       Rank(status, ev.Type),
+		Rank:       rankOf(status, ev.Type),
 		EventID:    ev.EventID,
 	}
-	w, err := Upsert(ctx, tx, s)
+	w, err := upsert(ctx, tx, s)
 	if err != nil {
 		return err
-	}
-	if (w == TieKept || w == TieApplied) && m.cfg.StripeAPI.Key != "" {
-		return m.refetch(ctx, tx, s)
 	}
 	m.count(w)
-	return nil
-}
-
-// refetchRank ranks a state read from Stripe's API above any event of the
-// same second.
-const refetchRank = 1_000_000
-
-// refetch resolves a tie with the truth: Stripe's current state of the
-// subscription, written at the tied version, so that a later event still
-// moves it forward.
-func (m *module) refetch(ctx context.Context, tx *ledger.Tx, s State) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.cfg.StripeAPI.Base+"/v1/subscriptions/"+url.PathEscape(s.ExternalID), nil)
-	if err != nil {
-		return err
+	if (w == tieKept || w == tieApplied) && m.cfg.StripeAPI.Key != "" {
+		// The truth is one API call away, but never inside the apply: the
+		// call goes out from a job of its own, committed with this apply.
+		return m.reg.InsertTx(ctx, tx, RefetchArgs{Namespace: s.Namespace, SubscriptionID: s.ExternalID, Version: s.Version, EventID: s.EventID}, nil)
 	}
-	req.SetBasicAuth(m.cfg.StripeAPI.Key, "")
-	hc := m.cfg.StripeAPI.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("re-fetch subscription %s: %w", s.ExternalID, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("re-fetch subscription %s: Stripe answered %s", s.ExternalID, resp.Status)
-	}
-	var obj struct {
-		Customer json.RawMessage `json:"customer"`
-		Status   string          `json:"status"`
-		Items    struct {
-			Data []struct {
-				Price struct {
-					ID string `json:"id"`
-				} `json:"price"`
-			} `json:"data"`
-		} `json:"items"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&obj); err != nil {
-		return fmt.Errorf("re-fetch subscription %s: %w", s.ExternalID, err)
-	}
-	plan := s.Plan
-	if len(obj.Items.Data) > 0 {
-		plan = obj.Items.Data[0].Price.ID
-	}
-	_, err = tx.ExecContext(ctx, `
-		UPDATE subscription SET status = $4, plan = $5, customer_id = COALESCE(NULLIF($6, ''), customer_id),
-			rank = $7, event_id = $8, updated_at = CURRENT_TIMESTAMP
-		WHERE provider = $1 AND external_id = $2 AND version = $3`,
-		s.Provider, s.ExternalID, s.Version, obj.Status, plan, provider.StripeID(obj.Customer), refetchRank, s.EventID)
-	if err != nil {
-		return fmt.Errorf("write re-fetched subscription %s: %w", s.ExternalID, err)
-	}
-	m.cfg.Metrics.VersionTies.WithLabelValues(entsub.Table, "refetched").Inc()
 	return nil
 }
 
@@ -251,14 +248,15 @@ func (m *module) applyPaddle(ctx context.Context, tx *ledger.Tx, ev *ledger.Even
 	if len(pe.Data.Items) > 0 {
 		plan = pe.Data.Items[0].Price.ID
 	}
-	w, err := Upsert(ctx, tx, State{
+	w, err := upsert(ctx, tx, state{
+		Namespace:  ev.Namespace,
 		Provider:   "paddle",
 		ExternalID: pe.Data.ID,
 		CustomerID: pe.Data.CustomerID,
 		Plan:       plan,
 		Status:     pe.Data.Status,
 		Version:    pe.OccurredAt.UnixMicro(),
-		Rank:       Rank(pe.Data.Status, ev.Type),
+		Rank:       rankOf(pe.Data.Status, ev.Type),
 		EventID:    ev.EventID,
 	})
 	if err != nil {
@@ -268,13 +266,13 @@ func (m *module) applyPaddle(ctx context.Context, tx *ledger.Tx, ev *ledger.Even
 	return nil
 }
 
-func (m *module) count(w Written) {
+func (m *module) count(w written) {
 	switch w {
-	case Stale:
+	case stale:
 		m.cfg.Metrics.StaleSkipped.WithLabelValues(entsub.Table).Inc()
-	case TieKept:
+	case tieKept:
 		m.cfg.Metrics.VersionTies.WithLabelValues(entsub.Table, "kept").Inc()
-	case TieApplied:
+	case tieApplied:
 		m.cfg.Metrics.VersionTies.WithLabelValues(entsub.Table, "applied").Inc()
 	}
 }
@@ -292,9 +290,9 @@ var statusRank = map[string]int{
 	"incomplete_expired": 9,
 }
 
-// Rank is the precedence of a state at an equal version: lifecycle first,
-// then the event type (created < updated < deleted).
-func Rank(status, eventType string) int {
+// rankOf is the precedence of a state at an equal version: lifecycle
+// first, then the event type (created < updated < deleted).
+func rankOf(status, eventType string) int {
 	typeRank := 0
 	switch {
 	case strings.HasSuffix(eventType, ".updated"):

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -49,7 +51,7 @@ func (f *fixture) sub(t *testing.T, id string) *ent.Subscription {
 func (f *fixture) subOf(t *testing.T, provider, id string) *ent.Subscription {
 	t.Helper()
 	client := f.DB.Ent()
-	s, err := client.Subscription.Query().Where(entsub.Provider(provider), entsub.ExternalID(id)).Only(context.Background())
+	s, err := client.Subscription.Query().Where(entsub.Namespace(provider), entsub.Provider(provider), entsub.ExternalID(id)).Only(context.Background())
 	require.NoError(t, err)
 	return s
 }
@@ -198,17 +200,124 @@ func TestTieRefetchedFromStripe(t *testing.T) {
 		_, _ = w.Write([]byte(`{"id":"sub_tie","object":"subscription","customer":"cus_1","status":"unpaid","items":{"data":[{"price":{"id":"price_pro"}}]}}`))
 	}))
 	defer api.Close()
-	h := ledgertest.New(t, 0, func(h *ledgertest.Harness) {
-		subscription.Register(h.Registry, subscription.Config{Metrics: h.Metrics, StripeAPI: subscription.StripeAPI{Base: api.URL, Key: "sk_test_tie", HTTP: api.Client()}})
+	h := ledgertest.New(t, 1, func(h *ledgertest.Harness) {
+		subscription.Register(h.Registry, subscription.Config{DB: h.DB.SQL, Metrics: h.Metrics, StripeAPI: subscription.StripeAPI{Base: api.URL, Key: "sk_test_tie", HTTP: api.Client()}})
 	})
 	f := &fixture{Harness: h, metrics: h.Metrics}
 	require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_tie", "active", 900)))
 	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_tie", "past_due", 900)))
+	require.Equal(t, "past_due", f.sub(t, "sub_tie").Status, "the tie rule first; Stripe's answer in a job of its own")
+	require.Eventually(t, func() bool { return f.sub(t, "sub_tie").Status == "unpaid" }, 30*time.Second, 20*time.Millisecond,
+		"Stripe's current state, not either event's")
 	s := f.sub(t, "sub_tie")
-	require.Equal(t, "unpaid", s.Status, "Stripe's current state, not either event's")
 	require.Equal(t, "price_pro", s.Plan)
 	require.Equal(t, int64(900), s.Version, "at the tied version, so a later event still wins")
 	require.Equal(t, 1.0, testutil.ToFloat64(f.metrics.VersionTies.WithLabelValues("subscription", "refetched")))
 	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_tie", "active", 901)))
 	require.Equal(t, "active", f.sub(t, "sub_tie").Status)
+}
+
+// TestConcurrentTieIsDetected: two same-second updates applied by two
+// workers at once. The second waits on the first's row lock; the tie rule
+// must see the first's committed state, whatever the interleaving.
+func TestConcurrentTieIsDetected(t *testing.T) {
+	for _, order := range []string{"higher first", "lower first"} {
+		t.Run(order, func(t *testing.T) {
+			f := setup(t)
+			require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_c", "trialing", 900)))
+			high := event("customer.subscription.updated", "sub_c", "past_due", 1000)
+			low := event("customer.subscription.updated", "sub_c", "active", 1000)
+			first, second := high, low
+			if order == "lower first" {
+				first, second = low, high
+			}
+			ids := make([]string, 2)
+			for i, body := range [][]byte{first, second} {
+				var ev struct{ ID, Type string }
+				require.NoError(t, json.Unmarshal(body, &ev))
+				f.Claim(t, "stripe", ev.ID, ev.Type, body)
+				ids[i] = ev.ID
+			}
+			ctx := context.Background()
+			applied := make(chan struct{})
+			release := make(chan struct{})
+			firstDone := make(chan error, 1)
+			go func() {
+				firstDone <- ledger.InTx(ctx, f.DB.SQL, func(tx *ledger.Tx) error {
+					_, _, err := ledger.Apply(ctx, tx, f.Registry, ledger.ApplyArgs{Namespace: "stripe", EventID: ids[0]})
+					close(applied)
+					<-release
+					return err
+				})
+			}()
+			<-applied
+			secondDone := make(chan error, 1)
+			go func() {
+				secondDone <- ledger.InTx(ctx, f.DB.SQL, func(tx *ledger.Tx) error {
+					_, _, err := ledger.Apply(ctx, tx, f.Registry, ledger.ApplyArgs{Namespace: "stripe", EventID: ids[1]})
+					return err
+				})
+			}()
+			// The second apply is truly concurrent: it waits on the first's lock.
+			require.Eventually(t, func() bool {
+				return f.DB.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+			}, 30*time.Second, 5*time.Millisecond)
+			close(release)
+			require.NoError(t, <-firstDone)
+			require.NoError(t, <-secondDone)
+
+			require.Equal(t, "past_due", f.sub(t, "sub_c").Status, "the higher precedence wins")
+			ties := testutil.ToFloat64(f.metrics.VersionTies.WithLabelValues("subscription", "applied")) +
+				testutil.ToFloat64(f.metrics.VersionTies.WithLabelValues("subscription", "kept"))
+			require.Equal(t, 1.0, ties, "the tie is counted")
+		})
+	}
+}
+
+// TestRefetchNotFoundKeepsTheTieRule: Stripe answering 404 for the
+// subscription is permanent: the re-fetch ends at once and the tie rule's
+// state stands; Stripe unreachable retries instead.
+func TestRefetchNotFoundKeepsTheTieRule(t *testing.T) {
+	var calls atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, `{"error":{"type":"invalid_request_error"}}`, http.StatusNotFound)
+	}))
+	defer api.Close()
+	h := ledgertest.New(t, 1, func(h *ledgertest.Harness) {
+		subscription.Register(h.Registry, subscription.Config{DB: h.DB.SQL, Metrics: h.Metrics, StripeAPI: subscription.StripeAPI{Base: api.URL, Key: "sk_test_404", HTTP: api.Client()}})
+	})
+	f := &fixture{Harness: h, metrics: h.Metrics}
+	require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_gone", "active", 950)))
+	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_gone", "past_due", 950)))
+	require.Eventually(t, func() bool {
+		return f.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'subscription_refetch' AND state = 'cancelled'`) == 1
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, int32(1), calls.Load(), "a 404 is not retried")
+	require.Equal(t, "past_due", f.sub(t, "sub_gone").Status)
+	require.Equal(t, 1.0, testutil.ToFloat64(f.metrics.VersionTies.WithLabelValues("subscription", "refetch_refused")))
+}
+
+// TestNamespacesKeepTheirOwnSubscriptions: a second account's source (its
+// own namespace) never changes the first account's subscription, even for
+// the same subscription id.
+func TestNamespacesKeepTheirOwnSubscriptions(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	deliverIn := func(ns string, body []byte) {
+		var ev struct{ ID, Type string }
+		require.NoError(t, json.Unmarshal(body, &ev))
+		_, err := f.Claimer.Claim(ctx, ledger.Claim{Namespace: ns, EventID: ev.ID, Provider: "stripe", Source: ns, Type: ev.Type, Payload: body})
+		require.NoError(t, err)
+		require.NoError(t, f.Apply(t, ns, ev.ID, false))
+	}
+	deliverIn("stripe", event("customer.subscription.updated", "sub_ns", "active", 1100))
+	deliverIn("stripe-eu", event("customer.subscription.deleted", "sub_ns", "canceled", 1200))
+	client := f.DB.Ent()
+	main, err := client.Subscription.Query().Where(entsub.Namespace("stripe"), entsub.ExternalID("sub_ns")).Only(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "active", main.Status)
+	other, err := client.Subscription.Query().Where(entsub.Namespace("stripe-eu"), entsub.ExternalID("sub_ns")).Only(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "canceled", other.Status)
 }

@@ -1,0 +1,12 @@
+DROP INDEX "usagedelta_namespace_event_id";
+DROP TABLE "usage_delta";
+ALTER TABLE "webhook_event" DROP COLUMN "failing_since", DROP COLUMN "failures";
+DROP INDEX "usagetotal_namespace_customer_id_metric";
+CREATE UNIQUE INDEX "usagetotal_customer_id_metric" ON "usage_total" ("customer_id", "metric");
+ALTER TABLE "usage_total" DROP COLUMN "namespace";
+DROP INDEX "subscription_namespace_provider_external_id";
+CREATE UNIQUE INDEX "subscription_provider_external_id" ON "subscription" ("provider", "external_id");
+ALTER TABLE "subscription" DROP COLUMN "namespace";
+DROP INDEX "payment_namespace_provider_external_id";
+CREATE UNIQUE INDEX "payment_provider_external_id" ON "payment" ("provider", "external_id");
+ALTER TABLE "payment" DROP COLUMN "namespace";
