@@ -70,6 +70,7 @@ func (a *App) buildHTTP() error {
 			Claimer:      claimer,
 			LogOnly:      a.cfg.ClaimMode == config.ClaimLogOnly,
 			MaxBodyBytes: a.cfg.MaxBodyBytes,
+			BodyBudget:   a.cfg.InflightBodyBytes,
 			ClaimTimeout: a.cfg.ClaimTimeout,
 			ReplayToken:  a.cfg.ReplayToken.Reveal(),
 			Metrics:      a.metrics,

@@ -17,10 +17,16 @@ import (
 const (
 	DefaultHTTPAddr     = ":8080"
 	DefaultMaxBodyBytes = 1 << 20
-	DefaultClaimTimeout = 2 * time.Second
-	DefaultRetention    = 2160 * time.Hour
-	DefaultWorkers      = 4
-	DefaultDBMaxConns   = 48
+	// MaxMaxBodyBytes is the largest MAX_BODY_BYTES start-up accepts: above
+	// every provider's own payload cap (GitHub's is 25 MB).
+	MaxMaxBodyBytes = 32 << 20
+	// DefaultInflightBodyBytes is the default budget of request-body bytes
+	// held by all in-flight deliveries together.
+	DefaultInflightBodyBytes = 64 << 20
+	DefaultClaimTimeout      = 2 * time.Second
+	DefaultRetention         = 2160 * time.Hour
+	DefaultWorkers           = 4
+	DefaultDBMaxConns        = 48
 	// MinRetention is Stripe's replay window: a pruned id younger than this
 	// could be delivered or replayed again and claimed a second time.
 	MinRetention = 720 * time.Hour
@@ -92,6 +98,8 @@ type Config struct {
 	LogLevel          string        `json:"log_level"`
 	LogFormat         string        `json:"log_format"`
 	MaxBodyBytes      int64         `json:"max_body_bytes"`
+	// InflightBodyBytes bounds the body bytes of all in-flight deliveries.
+	InflightBodyBytes int64         `json:"inflight_body_bytes"`
 	ClaimTimeout      time.Duration `json:"claim_timeout"`
 	ClaimMode         ClaimMode     `json:"claim_mode"`
 	// GroupCommit gathers concurrent claims into shared transactions.
@@ -157,10 +165,26 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	c.MaxBodyBytes = DefaultMaxBodyBytes
 	if v := getenv("MAX_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
+		switch {
+		case err != nil || n <= 0:
 			fail("MAX_BODY_BYTES=%q: want a positive number of bytes", v)
+		case n > MaxMaxBodyBytes:
+			fail("MAX_BODY_BYTES=%d is over %d (32 MiB), above any provider's payload cap: every in-flight body may hold this much memory", n, MaxMaxBodyBytes)
+		default:
+			c.MaxBodyBytes = n
 		}
-		c.MaxBodyBytes = n
+	}
+	c.InflightBodyBytes = max(DefaultInflightBodyBytes, 8*c.MaxBodyBytes)
+	if v := getenv("MAX_INFLIGHT_BODY_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil || n <= 0:
+			fail("MAX_INFLIGHT_BODY_BYTES=%q: want a positive number of bytes", v)
+		case n < c.MaxBodyBytes:
+			fail("MAX_INFLIGHT_BODY_BYTES=%d is below MAX_BODY_BYTES=%d: a body of the limit could never be read", n, c.MaxBodyBytes)
+		default:
+			c.InflightBodyBytes = n
+		}
 	}
 	c.Workers = intVar(getenv, "WORKERS", DefaultWorkers, fail)
 	c.ClaimCommitters = intVar(getenv, "CLAIM_COMMITTERS", 2, fail)

@@ -110,7 +110,7 @@ func Names() []string {
 // 0 turns the timestamp check off.
 func (p *Provider) Verify(h http.Header, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) (Verification, error) {
 	if len(secrets) == 0 {
-		return Verification{}, fmt.Errorf("%w: no secret configured", ErrSignature)
+		return Verification{}, signatureError(ReasonNoSecret, "no secret configured")
 	}
 	if tolerance < 0 {
 		tolerance = p.DefaultTolerance
@@ -160,8 +160,44 @@ func (p *Provider) RecordedHeaders(h http.Header) map[string]string {
 	return out
 }
 
-func signatureError(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrSignature, fmt.Sprintf(format, args...))
+// Reason is why a signature was refused: a small fixed set, safe as a
+// metric label. The detail goes to the log only; the client is told
+// nothing but that the delivery is unauthorized.
+type Reason string
+
+// Reasons for refusing a signature.
+const (
+	ReasonMissing   Reason = "missing"
+	ReasonMalformed Reason = "malformed"
+	ReasonMismatch  Reason = "mismatch"
+	ReasonStale     Reason = "stale"
+	ReasonFuture    Reason = "future"
+	ReasonNoSecret  Reason = "no_secret"
+)
+
+// SignatureError is a refused signature; it wraps ErrSignature.
+type SignatureError struct {
+	Reason Reason
+	Detail string
+}
+
+func (e *SignatureError) Error() string { return ErrSignature.Error() + ": " + e.Detail }
+
+// Unwrap makes errors.Is(err, ErrSignature) hold.
+func (e *SignatureError) Unwrap() error { return ErrSignature }
+
+// ReasonOf returns the reason of a signature failure, or ReasonMalformed
+// for any other error.
+func ReasonOf(err error) Reason {
+	var se *SignatureError
+	if errors.As(err, &se) {
+		return se.Reason
+	}
+	return ReasonMalformed
+}
+
+func signatureError(reason Reason, format string, args ...any) error {
+	return &SignatureError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
 func payloadError(format string, args ...any) error {

@@ -27,7 +27,7 @@ var Stripe = &Provider{
 func verifyStripe(h http.Header, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) (Verification, error) {
 	header := h.Get("Stripe-Signature")
 	if header == "" {
-		return Verification{}, signatureError("missing Stripe-Signature header")
+		return Verification{}, signatureError(ReasonMissing, "missing Stripe-Signature header")
 	}
 	ts, sigs, err := ParseStripeHeader(header)
 	if err != nil {
@@ -39,7 +39,7 @@ func verifyStripe(h http.Header, body []byte, secrets [][]byte, now time.Time, t
 	}
 	i, ok := matchSecret(secrets, sigs, func(secret []byte) []byte { return StripeSignature(secret, ts, body) })
 	if !ok {
-		return Verification{}, signatureError("no v1 signature matches the body")
+		return Verification{}, signatureError(ReasonMismatch, "no v1 signature matches the body")
 	}
 	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }
