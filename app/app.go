@@ -161,7 +161,8 @@ func (a *App) sources() ([]receiver.Source, error) {
 		for i, sec := range s.Secrets {
 			secrets[i] = []byte(sec.Reveal())
 		}
-		src := receiver.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, Secrets: secrets, Tolerance: s.Tolerance}
+		src := receiver.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, Secrets: secrets, Tolerance: s.Tolerance,
+			ReplayToken: a.cfg.ReplayTokenOf(s).Reveal()}
 		if f := s.IDFallback; f != nil {
 			src.IDFallback = &provider.IDFallback{Header: f.Header, JSONPath: f.JSONPath, HashFields: f.HashFields}
 		}

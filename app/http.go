@@ -72,7 +72,6 @@ func (a *App) buildHTTP() error {
 			MaxBodyBytes: a.cfg.MaxBodyBytes,
 			BodyBudget:   a.cfg.InflightBodyBytes,
 			ClaimTimeout: a.cfg.ClaimTimeout,
-			ReplayToken:  a.cfg.ReplayToken.Reveal(),
 			Metrics:      a.metrics,
 		})
 	}

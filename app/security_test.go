@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/modules/provider"
 )
 
 // metricValue reads one sample of /metrics, 0 when absent.
@@ -146,4 +148,134 @@ func TestBodyBudgetBoundsMemory(t *testing.T) {
 	code, out := s.post(t, "/webhooks/stripe", body, signed(body, time.Now()))
 	require.Equal(t, http.StatusOK, code, "%v", out)
 	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event`), "only the genuine delivery")
+}
+
+// TestUntrustedIdentityRefused: ids and types are sender input (GitHub's
+// and Shopify's headers are not even signed): over 255 bytes, with control
+// characters, or read from a body key that jsonb would read differently,
+// they get 400 and nothing is written.
+func TestUntrustedIdentityRefused(t *testing.T) {
+	s := allProviders(t)
+	push, err := os.ReadFile("../testdata/providers/github/push.default.json")
+	require.NoError(t, err)
+	github := func(id, event string) http.Header {
+		return http.Header{
+			"X-Hub-Signature-256": {provider.SignGitHub(providerSecrets["github"], push)},
+			"X-Github-Delivery":   {id}, "X-Github-Event": {event},
+		}
+	}
+	stripe := func(body string) ([]byte, http.Header) {
+		h, _ := provider.Stripe.Sign(providerSecrets["stripe"], provider.Delivery{Body: []byte(body)})
+		return []byte(body), h
+	}
+	cases := map[string]func() (string, []byte, http.Header){
+		"4,000-byte GitHub delivery id": func() (string, []byte, http.Header) {
+			return "/webhooks/github", push, github(strings.Repeat("a", 4000), "push")
+		},
+		"256-byte GitHub event name": func() (string, []byte, http.Header) {
+			return "/webhooks/github", push, github("d-1", strings.Repeat("e", 256))
+		},
+		"control character in the event name": func() (string, []byte, http.Header) {
+			return "/webhooks/github", push, github("d-2", "push\tpull_request")
+		},
+		"300-byte Stripe id": func() (string, []byte, http.Header) {
+			b, h := stripe(`{"id":"` + strings.Repeat("x", 300) + `","type":"invoice.paid","created":1}`)
+			return "/webhooks/stripe", b, h
+		},
+		"Stripe id and a case variant": func() (string, []byte, http.Header) {
+			b, h := stripe(`{"id":"evt_a","type":"invoice.paid","created":1,"ID":"evt_b"}`)
+			return "/webhooks/stripe", b, h
+		},
+		"Stripe type twice": func() (string, []byte, http.Header) {
+			b, h := stripe(`{"id":"evt_c","type":"invoice.paid","created":1,"type":"charge.refunded"}`)
+			return "/webhooks/stripe", b, h
+		},
+		"Stripe id only as a case variant": func() (string, []byte, http.Header) {
+			b, h := stripe(`{"Id":"evt_d","type":"invoice.paid","created":1}`)
+			return "/webhooks/stripe", b, h
+		},
+		"Slack event type twice": func() (string, []byte, http.Header) {
+			body := []byte(`{"type":"event_callback","event_id":"Ev9","event":{"type":"app_mention","Type":"message"}}`)
+			h, _ := provider.Slack.Sign(providerSecrets["slack"], provider.Delivery{Body: body})
+			return "/webhooks/slack", body, h
+		},
+	}
+	for name, c := range cases {
+		path, body, h := c()
+		code, out := s.post(t, path, body, h)
+		require.Equal(t, http.StatusBadRequest, code, "%s: %v", name, out)
+		require.NotEmpty(t, out["error"], name)
+	}
+	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM webhook_event`))
+	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM river_job`))
+
+	b, h := stripe(`{"id":"evt_fine","type":"invoice.paid","created":1,"data":{"object":{"ID":"x","id":"y"}}}`)
+	code, out := s.post(t, "/webhooks/stripe", b, h)
+	require.Equal(t, http.StatusOK, code, "keys below the envelope are the handler's business: %v", out)
+}
+
+// TestReplayTokenScopedToReplayableSources: the replay token skips
+// verification only where hookledger has a replay path (Stripe, Paddle,
+// GitHub); on Slack, Shopify and Standard Webhooks an unsigned delivery
+// with the token is a 401. A config-file source honours its own token.
+func TestReplayTokenScopedToReplayableSources(t *testing.T) {
+	path := t.TempDir() + "/hookledger.yaml"
+	require.NoError(t, os.WriteFile(path, []byte(`
+sources:
+  - name: stripe-eu
+    provider: stripe
+    namespace: stripe-eu
+    secrets_env: EU_SECRET
+    replay_token_env: EU_REPLAY_TOKEN
+`), 0o600))
+	s := start(t, map[string]string{
+		"REPLAY_TOKEN": "replay-secret", "HOOKLEDGER_CONFIG": path, "EU_SECRET": "whsec_eu", "EU_REPLAY_TOKEN": "eu-token",
+		"SLACK_SIGNING_SECRET": providerSecrets["slack"], "SHOPIFY_WEBHOOK_SECRET": providerSecrets["shopify"],
+		"STANDARD_WEBHOOK_SECRET": providerSecrets["standard"],
+	})
+	token := http.Header{"X-Replay-Token": {"replay-secret"}}
+	for path, body := range map[string]string{
+		"/webhooks/slack":    `{"type":"event_callback","event_id":"Ev1","event":{"type":"app_mention"}}`,
+		"/webhooks/shopify":  `{"id":1}`,
+		"/webhooks/standard": `{"type":"usage.recorded","timestamp":"2026-01-01T00:00:00Z","data":{}}`,
+	} {
+		h := token.Clone()
+		h.Set("X-Shopify-Topic", "orders/create")
+		h.Set("X-Shopify-Event-Id", "e1")
+		h.Set("Webhook-Id", "msg_1")
+		code, _ := s.post(t, path, []byte(body), h)
+		require.Equal(t, http.StatusUnauthorized, code, path)
+	}
+	body := subEvent("evt_replay_ok", "active", time.Now().Unix())
+	code, out := s.post(t, "/webhooks/stripe", body, token)
+	require.Equal(t, http.StatusOK, code, "%v", out)
+
+	code, _ = s.post(t, "/webhooks/stripe-eu", body, token)
+	require.Equal(t, http.StatusUnauthorized, code, "a source with its own token ignores the shared one")
+	code, out = s.post(t, "/webhooks/stripe-eu", body, http.Header{"X-Replay-Token": {"eu-token"}})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	require.Equal(t, 2, s.db.Count(t, `SELECT count(*) FROM webhook_event`))
+	require.Equal(t, 2, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE replayed`))
+}
+
+// TestFutureVersionsRefused: an event that says it happened more than a
+// day from now would pin its business row at that version; it is refused
+// at intake whether it is signed or replayed, and the row keeps taking
+// genuine events.
+func TestFutureVersionsRefused(t *testing.T) {
+	s := start(t, map[string]string{"REPLAY_TOKEN": "replay-secret"})
+	now := time.Now()
+	pin := subEvent("evt_pin", "canceled", 9223372036854775807)
+	code, out := s.post(t, "/webhooks/stripe", pin, http.Header{"X-Replay-Token": {"replay-secret"}})
+	require.Equal(t, http.StatusBadRequest, code, "%v", out)
+	tomorrow := subEvent("evt_tomorrow", "canceled", now.Add(48*time.Hour).Unix())
+	code, out = s.post(t, "/webhooks/stripe", tomorrow, signed(tomorrow, now))
+	require.Equal(t, http.StatusBadRequest, code, "%v", out)
+	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM webhook_event`))
+
+	genuine := subEvent("evt_genuine", "active", now.Unix())
+	code, _ = s.post(t, "/webhooks/stripe", genuine, signed(genuine, now))
+	require.Equal(t, http.StatusOK, code)
+	s.waitSettled(t, "evt_genuine")
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM subscription WHERE external_id = 'sub_e2e' AND status = 'active'`))
 }

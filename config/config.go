@@ -86,6 +86,9 @@ type Source struct {
 	// Tolerance < 0 means the provider's default; 0 turns the check off.
 	Tolerance  time.Duration `json:"tolerance"`
 	IDFallback *IDFallback   `json:"id_fallback,omitempty"`
+	// ReplayToken is the source's own replay token (config file); empty
+	// means REPLAY_TOKEN. Honoured only for providers with a replay path.
+	ReplayToken Secret `json:"replay_token,omitempty"`
 }
 
 // Config is hookledger's whole configuration.
@@ -257,6 +260,15 @@ func (c *Config) Source(name string) (Source, bool) {
 		}
 	}
 	return Source{}, false
+}
+
+// ReplayTokenOf is the replay token that source s honours: its own, else
+// REPLAY_TOKEN.
+func (c *Config) ReplayTokenOf(s Source) Secret {
+	if s.ReplayToken != "" {
+		return s.ReplayToken
+	}
+	return c.ReplayToken
 }
 
 // RequireDatabase reports a clear error when DATABASE_URL is missing.

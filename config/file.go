@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -28,6 +29,9 @@ type fileSource struct {
 	SecretsEnv string      `yaml:"secrets_env"`
 	Tolerance  string      `yaml:"tolerance"`
 	ID         *IDFallback `yaml:"id"`
+	// ReplayTokenEnv names the variable holding the source's own replay
+	// token.
+	ReplayTokenEnv string `yaml:"replay_token_env"`
 }
 
 type fileConfig struct {
@@ -95,6 +99,7 @@ func (c *Config) loadFile(path string, getenv func(string) string) error {
 		}
 		c.Sources = append(c.Sources, Source{
 			Name: fs.Name, Provider: fs.Provider, Namespace: ns, Secrets: secrets, Tolerance: tolerance, IDFallback: fs.ID,
+			ReplayToken: Secret(strings.TrimSpace(getenv(fs.ReplayTokenEnv))),
 		})
 	}
 	return errors.Join(errs...)

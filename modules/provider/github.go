@@ -20,6 +20,8 @@ var GitHub = &Provider{
 		"X-GitHub-Hook-Installation-Target-ID", "X-GitHub-Hook-Installation-Target-Type", "User-Agent"},
 	VerifyFunc: verifyGitHub,
 	ParseFunc:  parseGitHub,
+	Replayable: true,
+	BodyKeys:   []string{"action"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		event, _, _ := strings.Cut(d.Type, ".")
 		return http.Header{

@@ -21,6 +21,8 @@ var Paddle = &Provider{
 	Headers:          []string{"Paddle-Version", "User-Agent"},
 	VerifyFunc:       verifyPaddle,
 	ParseFunc:        parsePaddle,
+	Replayable:       true,
+	BodyKeys:         []string{"event_id", "event_type", "occurred_at"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		return http.Header{"Paddle-Signature": {SignPaddle(secret, d.At.Unix(), d.Body)}}, nil
 	},

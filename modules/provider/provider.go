@@ -43,11 +43,19 @@ type Event struct {
 // Provider is one webhook sender's conventions.
 type Provider struct {
 	Name string
+	// Replayable says hookledger can pull this provider's events back from
+	// its API (hookledger replay), so a source of it may honour a replay
+	// token; other providers' sources always verify signatures.
+	Replayable bool
 	// DefaultTolerance is the provider SDK's timestamp tolerance; zero when
 	// the provider signs no timestamp.
 	DefaultTolerance time.Duration
 	// IDLocation says where the event id lives, for error messages.
 	IDLocation string
+	// BodyKeys are the body's keys that identify the event (id, type,
+	// occurrence time; "a.b" for key b under a): each must appear once and
+	// exactly so, never as a case variant.
+	BodyKeys []string
 	// SignatureHeaders are never stored.
 	SignatureHeaders []string
 	// Headers are recorded on the ledger row when present.
@@ -121,6 +129,9 @@ func (p *Provider) Verify(h http.Header, body []byte, secrets [][]byte, now time
 // Parse reads the event out of a verified body. The provider's own id
 // comes first; fb, when set, derives one for a source that sends none.
 func (p *Provider) Parse(h http.Header, body []byte, fb *IDFallback) (Event, error) {
+	if err := checkKeys(body, p.BodyKeys); err != nil {
+		return Event{}, err
+	}
 	ev, err := p.ParseFunc(h, body)
 	if err != nil {
 		return Event{}, err
@@ -138,6 +149,12 @@ func (p *Provider) Parse(h http.Header, body []byte, fb *IDFallback) (Event, err
 	}
 	if ev.Type == "" {
 		return Event{}, payloadError("%s delivery without its event type", p.Name)
+	}
+	if err := checkIdentity("event id", ev.ID); err != nil {
+		return Event{}, err
+	}
+	if err := checkIdentity("event type", ev.Type); err != nil {
+		return Event{}, err
 	}
 	if err := checkJSONB(body); err != nil {
 		return Event{}, err

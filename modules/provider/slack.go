@@ -22,6 +22,7 @@ var Slack = &Provider{
 	Headers:          []string{"X-Slack-Request-Timestamp", "X-Slack-Retry-Num", "X-Slack-Retry-Reason", "User-Agent"},
 	VerifyFunc:       verifySlack,
 	ParseFunc:        parseSlack,
+	BodyKeys:         []string{"type", "event_id", "event_time", "event.type"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		return http.Header{
 			"X-Slack-Request-Timestamp": {strconv.FormatInt(d.At.Unix(), 10)},
@@ -89,7 +90,7 @@ func parseSlack(_ http.Header, body []byte) (Event, error) {
 		ev.Type = p.Event.Type
 	}
 	if p.EventTime > 0 {
-		ev.OccurredAt = time.Unix(p.EventTime, 0)
+		ev.OccurredAt = unixTime(p.EventTime)
 	}
 	return ev, nil
 }

@@ -23,6 +23,7 @@ var Standard = &Provider{
 	Headers:          []string{"Webhook-Id", "Webhook-Timestamp", "Svix-Id", "Svix-Timestamp", "User-Agent"},
 	VerifyFunc:       verifyStandard,
 	ParseFunc:        parseStandard,
+	BodyKeys:         []string{"type", "timestamp"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		sig, err := SignStandard(secret, d.ID, d.At.Unix(), d.Body)
 		if err != nil {

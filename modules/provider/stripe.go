@@ -19,6 +19,8 @@ var Stripe = &Provider{
 	Headers:          []string{"User-Agent"},
 	VerifyFunc:       verifyStripe,
 	ParseFunc:        parseStripe,
+	Replayable:       true,
+	BodyKeys:         []string{"id", "type", "created"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		return http.Header{"Stripe-Signature": {SignStripe(secret, d.At.Unix(), d.Body)}}, nil
 	},
@@ -71,7 +73,7 @@ func parseStripe(_ http.Header, body []byte) (Event, error) {
 	}
 	out := Event{ID: ev.ID, Type: ev.Type}
 	if ev.Created > 0 {
-		out.OccurredAt = time.Unix(ev.Created, 0)
+		out.OccurredAt = unixTime(ev.Created)
 	}
 	return out, nil
 }

@@ -34,6 +34,10 @@ type Source struct {
 	Tolerance time.Duration
 	// IDFallback derives ids for a sender that sends none; usually nil.
 	IDFallback *provider.IDFallback
+	// ReplayToken lets a replay skip signature verification on this source;
+	// honoured only when the provider is Replayable. Empty: no replay
+	// through HTTP.
+	ReplayToken string
 }
 
 // Prepare turns a delivery into its claim: the event's id and type from
@@ -43,6 +47,9 @@ type Source struct {
 func (s *Source) Prepare(h http.Header, body []byte, verified *provider.Verification, now time.Time) (ledger.Claim, provider.Event, error) {
 	ev, err := s.Provider.Parse(h, body, s.IDFallback)
 	if err != nil || ev.Ignore {
+		return ledger.Claim{}, ev, err
+	}
+	if err := provider.CheckOccurredAt(ev.OccurredAt, now); err != nil {
 		return ledger.Claim{}, ev, err
 	}
 	claim := ledger.Claim{
@@ -81,7 +88,6 @@ type Config struct {
 	// together; a delivery that does not fit gets 503 with Retry-After.
 	BodyBudget   int64
 	ClaimTimeout time.Duration
-	ReplayToken  string
 	// LogOnly is CLAIM_MODE=log-only: duplicates are logged as "would skip"
 	// and applied again (the claimer enqueues them).
 	LogOnly bool
@@ -153,7 +159,7 @@ func (h *handler) receive(c *gin.Context) {
 
 	var verified *provider.Verification
 	now := h.cfg.NowFunc()
-	if !h.replayed(c) {
+	if !replayed(c, src) {
 		v, err := src.Provider.Verify(c.Request.Header, body, src.Secrets, now, src.Tolerance)
 		if err != nil {
 			reason := provider.ReasonOf(err)
@@ -210,12 +216,13 @@ func (h *handler) answer(c *gin.Context, source, outcome string, status int, r R
 	c.JSON(status, r)
 }
 
-// replayed reports whether the request carries the configured replay token.
-// Without a configured token the header is ignored.
-func (h *handler) replayed(c *gin.Context) bool {
-	if h.cfg.ReplayToken == "" {
+// replayed reports whether the request carries the source's replay token.
+// The header is ignored on a source without a token and on a provider
+// without a replay path (its deliveries are always verified).
+func replayed(c *gin.Context, src *Source) bool {
+	if src.ReplayToken == "" || !src.Provider.Replayable {
 		return false
 	}
 	got := c.GetHeader(ReplayTokenHeader)
-	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(h.cfg.ReplayToken)) == 1
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(src.ReplayToken)) == 1
 }
