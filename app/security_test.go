@@ -279,3 +279,69 @@ func TestFutureVersionsRefused(t *testing.T) {
 	s.waitSettled(t, "evt_genuine")
 	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM subscription WHERE external_id = 'sub_e2e' AND status = 'active'`))
 }
+
+// TestCrossSiteAdminWritesRefused is the CSRF attack: a page on another
+// site makes the operator's browser (holding cached basic credentials)
+// force-requeue usage events and delete a River job. Both get 403 and
+// nothing changes; the same requests from the same origin, with the CSRF
+// token, or with the bearer token go through.
+func TestCrossSiteAdminWritesRefused(t *testing.T) {
+	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken, "STANDARD_WEBHOOK_SECRET": providerSecrets["standard"]})
+	body := []byte(`{"type":"usage.recorded","timestamp":"2026-01-01T00:00:00Z","data":{"customer_id":"cus_csrf","metric":"api_calls","quantity":100}}`)
+	code, _ := s.post(t, "/webhooks/standard", body, standardSigned(t, "msg_csrf", body))
+	require.Equal(t, http.StatusOK, code)
+	s.waitSettled(t, "msg_csrf")
+	total := func() int {
+		return s.db.Count(t, `SELECT coalesce(sum(quantity), 0) FROM usage_total WHERE customer_id = 'cus_csrf'`)
+	}
+	jobs := func() int { return s.db.Count(t, `SELECT count(*) FROM river_job`) }
+	require.Equal(t, 100, total())
+	jobsBefore := jobs()
+	var jobID int64
+	require.NoError(t, s.db.SQL.QueryRow(`SELECT id FROM river_job ORDER BY id LIMIT 1`).Scan(&jobID))
+
+	send := func(method, path, contentType, payload string, h http.Header) int {
+		req, err := http.NewRequest(method, s.base+path, strings.NewReader(payload))
+		require.NoError(t, err)
+		req.SetBasicAuth("ops", adminToken)
+		req.Header.Set("Content-Type", contentType)
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	crossSite := []http.Header{
+		{"Origin": {"https://evil.example"}, "Sec-Fetch-Site": {"cross-site"}},
+		{"Origin": {"https://evil.example"}},
+		{"Sec-Fetch-Site": {"same-site"}},
+		{"Origin": {"null"}},
+		{}, // no proof at all
+		{"X-Csrf-Token": {"guess"}},
+	}
+	for _, h := range crossSite {
+		require.Equal(t, http.StatusForbidden,
+			send("POST", "/admin/events/requeue?status=settled&force=true", "application/x-www-form-urlencoded", "a=1", h), "%v", h)
+		require.Equal(t, http.StatusForbidden,
+			send("POST", "/riverui/api/jobs/delete", "text/plain", fmt.Sprintf(`{"job_ids":[%d]}`, jobID), h), "%v", h)
+		require.Equal(t, http.StatusForbidden, send("DELETE", "/riverui/api/jobs", "text/plain", "", h), "%v", h)
+	}
+	require.Equal(t, 100, total(), "no force-requeue ran")
+	require.Equal(t, jobsBefore, jobs(), "no job was deleted or added")
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled' AND attempts = 1`))
+	require.Contains(t, s.metrics(t), `hookledger_admin_refusals_total{reason="cross_site"} 18`)
+
+	// Reads stay open to basic auth; writes pass with proof of origin.
+	require.Equal(t, http.StatusOK, send("GET", "/admin/stats", "", "", http.Header{"Sec-Fetch-Site": {"cross-site"}}))
+	host := strings.TrimPrefix(s.base, "http://")
+	require.Equal(t, http.StatusOK, send("POST", "/admin/events/requeue?status=failed", "", "", http.Header{"Origin": {"http://" + host}}))
+	require.Equal(t, http.StatusOK, send("POST", "/admin/events/requeue?status=failed", "", "", http.Header{"Sec-Fetch-Site": {"same-origin"}}))
+	code, out, _ := s.admin(t, "GET", "/admin/csrf", basic(adminToken))
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, http.StatusOK, send("POST", "/admin/events/requeue?status=failed", "", "",
+		http.Header{"X-Csrf-Token": {out["csrf_token"].(string)}}))
+	code, _, _ = s.admin(t, "POST", "/admin/events/requeue?status=failed", bearer(adminToken))
+	require.Equal(t, http.StatusOK, code, "the bearer token always works")
+}
