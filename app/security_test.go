@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -16,7 +17,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
+	"github.com/hookledger/hookledger/app"
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/modules/dbtest"
 	"github.com/hookledger/hookledger/modules/provider"
 )
 
@@ -344,4 +350,54 @@ func TestCrossSiteAdminWritesRefused(t *testing.T) {
 		http.Header{"X-Csrf-Token": {out["csrf_token"].(string)}}))
 	code, _, _ = s.admin(t, "POST", "/admin/events/requeue?status=failed", bearer(adminToken))
 	require.Equal(t, http.StatusOK, code, "the bearer token always works")
+}
+
+// TestMetricsOnTheirOwnListener: with METRICS_ADDR, /metrics (source
+// names, volumes) and the schema version leave the public port; with
+// METRICS_TOKEN, scrapes need the token.
+func TestMetricsOnTheirOwnListener(t *testing.T) {
+	db := dbtest.New(t)
+	cfg, err := config.FromEnv(func(k string) string {
+		return map[string]string{
+			"DATABASE_URL": db.URL, "STRIPE_WEBHOOK_SECRET": secret, "LOG_LEVEL": "warn",
+			"METRICS_ADDR": "127.0.0.1:0", "METRICS_TOKEN": "scrape-token",
+		}[k]
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := app.New(ctx, cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), config.RoleAll)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done); a.Close() })
+	public, private := "http://"+ln.Addr().String(), "http://"+a.MetricsAddr()
+
+	get := func(url, token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, _ := get(public+"/metrics", "scrape-token")
+	require.Equal(t, http.StatusNotFound, code, "not on the public port")
+	code, body := get(public+"/readyz", "")
+	require.Equal(t, http.StatusOK, code)
+	require.NotContains(t, body, "version")
+	code, _ = get(private+"/metrics", "")
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, body = get(private+"/metrics", "scrape-token")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "hookledger_body_bytes_in_flight")
+	code, body = get(private+"/readyz", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "version")
+	code, _ = get(private+"/webhooks/stripe", "")
+	require.Equal(t, http.StatusNotFound, code, "webhooks are not on the metrics listener")
 }

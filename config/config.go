@@ -95,6 +95,12 @@ type Source struct {
 type Config struct {
 	DatabaseURL Secret `json:"database_url"`
 	HTTPAddr    string `json:"http_addr"`
+	// MetricsAddr, when set, serves /metrics (and a detailed /readyz) on a
+	// listener of its own, and no longer on HTTPAddr.
+	MetricsAddr string `json:"metrics_addr,omitempty"`
+	// MetricsToken, when set, is required (bearer or basic password) on
+	// /metrics.
+	MetricsToken Secret `json:"metrics_token"`
 	// ReadHeaderTimeout and ReadTimeout bound slow clients.
 	ReadHeaderTimeout time.Duration `json:"read_header_timeout"`
 	ReadTimeout       time.Duration `json:"read_timeout"`
@@ -150,6 +156,8 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	c := &Config{
 		DatabaseURL:   Secret(getenv("DATABASE_URL")),
 		HTTPAddr:      or(getenv("HTTP_ADDR"), DefaultHTTPAddr),
+		MetricsAddr:   getenv("METRICS_ADDR"),
+		MetricsToken:  Secret(getenv("METRICS_TOKEN")),
 		LogLevel:      or(getenv("LOG_LEVEL"), "info"),
 		LogFormat:     or(getenv("LOG_FORMAT"), "json"),
 		ClaimMode:     ClaimMode(or(getenv("CLAIM_MODE"), string(ClaimEnforce))),

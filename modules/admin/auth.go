@@ -51,7 +51,7 @@ func Auth(token string, m *metrics.Set) gin.HandlerFunc {
 		sum := sha256.Sum256([]byte(got))
 		if got == "" || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 			c.Header("WWW-Authenticate", `Basic realm="hookledger"`)
-			refuse(c, http.StatusUnauthorized, "unauthorized", "admin token required")
+			refuse(c, http.StatusUnauthorized, "unauthorized", "token required")
 			return
 		}
 		if !isBearer && changesState(c.Request.Method) && !sameOrigin(c.Request, csrf) {
