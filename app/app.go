@@ -71,6 +71,9 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 	for _, name := range cfg.Disabled {
 		log.Warn("source disabled: no secret configured", zap.String("source", name))
 	}
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
 	if err := a.openDatabase(ctx); err != nil {
 		a.Close()
 		return nil, err
