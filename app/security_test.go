@@ -401,3 +401,35 @@ func TestMetricsOnTheirOwnListener(t *testing.T) {
 	code, _ = get(private+"/webhooks/stripe", "")
 	require.Equal(t, http.StatusNotFound, code, "webhooks are not on the metrics listener")
 }
+
+// TestHashFallbackKeepsDistinctEventsApart: events that differ only in a
+// large integer, or in null against absent, are two events under a
+// hash_fields fallback, and a retry is still one.
+func TestHashFallbackKeepsDistinctEventsApart(t *testing.T) {
+	path := t.TempDir() + "/hookledger.yaml"
+	require.NoError(t, os.WriteFile(path, []byte(`
+sources:
+  - name: legacy
+    provider: slack
+    namespace: legacy
+    secrets: [legacy_secret]
+    id:
+      hash_fields: [team_id, event.seq]
+`), 0o600))
+	s := start(t, map[string]string{"HOOKLEDGER_CONFIG": path})
+	post := func(body string) string {
+		h, _ := provider.Slack.Sign("legacy_secret", provider.Delivery{Body: []byte(body)})
+		code, out := s.post(t, "/webhooks/legacy", []byte(body), h)
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		return out["status"].(string)
+	}
+	ev := func(seq string) string {
+		return `{"type":"event_callback","team_id":"T1","event":{"type":"message"` + seq + `}}`
+	}
+	require.Equal(t, "claimed", post(ev(`,"seq":9007199254740992`)))
+	require.Equal(t, "claimed", post(ev(`,"seq":9007199254740993`)), "2^53+1 is not 2^53")
+	require.Equal(t, "claimed", post(ev(`,"seq":null`)))
+	require.Equal(t, "claimed", post(ev(``)), "absent is not null")
+	require.Equal(t, "duplicate", post(ev(`,"seq":9007199254740993`)), "a retry is the same event")
+	require.Equal(t, 4, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE namespace = 'legacy'`))
+}
