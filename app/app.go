@@ -129,11 +129,11 @@ func (a *App) registerModules() {
 // providerName in its default namespace (replay needs no secret).
 func (a *App) source(name, providerName string) *receiver.Source {
 	p, _ := provider.Lookup(providerName)
-	ns := providerName
+	src := &receiver.Source{Name: name, Namespace: providerName, Provider: p, BodyDedup: true}
 	if s, ok := a.cfg.Source(name); ok {
-		ns = s.Namespace
+		src.Namespace, src.BodyDedup = s.Namespace, s.BodyDedup
 	}
-	return &receiver.Source{Name: name, Namespace: ns, Provider: p}
+	return src
 }
 
 func (a *App) openDatabase(ctx context.Context) error {
@@ -174,7 +174,7 @@ func (a *App) sources() ([]receiver.Source, error) {
 			secrets[i] = []byte(sec.Reveal())
 		}
 		src := receiver.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, Secrets: secrets, Tolerance: s.Tolerance,
-			ReplayToken: a.cfg.ReplayTokenOf(s).Reveal()}
+			ReplayToken: a.cfg.ReplayTokenOf(s).Reveal(), BodyDedup: s.BodyDedup}
 		if f := s.IDFallback; f != nil {
 			src.IDFallback = &provider.IDFallback{Header: f.Header, JSONPath: f.JSONPath, HashFields: f.HashFields}
 		}

@@ -433,3 +433,110 @@ sources:
 	require.Equal(t, "duplicate", post(ev(`,"seq":9007199254740993`)), "a retry is the same event")
 	require.Equal(t, 4, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE namespace = 'legacy'`))
 }
+
+// TestReplayedBodyUnderNewIDIsDuplicate is the captured-delivery attack on
+// providers that sign only the body: one genuine GitHub delivery re-sent
+// with new GUIDs and other event names (sequentially and all at once),
+// without the secret, claims nothing more. Shopify's topic keeps its
+// create/update pair apart; a source may turn the check off.
+func TestReplayedBodyUnderNewIDIsDuplicate(t *testing.T) {
+	path := t.TempDir() + "/hookledger.yaml"
+	require.NoError(t, os.WriteFile(path, []byte(`
+sources:
+  - name: github-nodedup
+    provider: github
+    namespace: github-nodedup
+    secrets: [nodedup_secret]
+    body_dedup: false
+`), 0o600))
+	s := start(t, map[string]string{
+		"HOOKLEDGER_CONFIG":      path,
+		"GITHUB_WEBHOOK_SECRET":  providerSecrets["github"],
+		"SHOPIFY_WEBHOOK_SECRET": providerSecrets["shopify"],
+	})
+	push, err := os.ReadFile("../testdata/providers/github/push.default.json")
+	require.NoError(t, err)
+	captured := http.Header{"X-Hub-Signature-256": {provider.SignGitHub(providerSecrets["github"], push)}}
+	delivery := func(id, event string) http.Header {
+		h := captured.Clone()
+		h.Set("X-Github-Delivery", id)
+		h.Set("X-Github-Event", event)
+		return h
+	}
+	code, out := s.post(t, "/webhooks/github", push, delivery("guid-genuine", "push"))
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "claimed", out["status"])
+	for i, event := range []string{"push", "push", "issues", "pull_request", "release", "member", "push", "create"} {
+		code, out := s.post(t, "/webhooks/github", push, delivery(fmt.Sprintf("guid-forged-%d", i), event))
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "duplicate", out["status"], "forged id %d", i)
+	}
+	results := make(chan string, 20)
+	for i := range 20 {
+		go func() {
+			_, out := s.post(t, "/webhooks/github", push, delivery(fmt.Sprintf("guid-storm-%d", i), "push"))
+			status, _ := out["status"].(string)
+			results <- status
+		}()
+	}
+	for range 20 {
+		require.Equal(t, "duplicate", <-results, "concurrent forged ids, batched or not")
+	}
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE namespace = 'github'`))
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE body_digest IS NOT NULL`))
+	code, out = s.post(t, "/webhooks/github", push, delivery("guid-genuine", "push"))
+	require.Equal(t, "duplicate", out["status"], "a genuine redelivery is still a duplicate")
+
+	// Shopify: one payload to products/create and products/update is two
+	// events; the same body under the same topic and a new id is a replay.
+	product, err := os.ReadFile("../testdata/providers/shopify/products.update.shopify-dev-example.json")
+	require.NoError(t, err)
+	shopify := func(id, topic string) string {
+		h := http.Header{
+			"X-Shopify-Hmac-Sha256": {provider.SignShopify(providerSecrets["shopify"], product)},
+			"X-Shopify-Event-Id":    {id}, "X-Shopify-Topic": {topic},
+		}
+		code, out := s.post(t, "/webhooks/shopify", product, h)
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		return out["status"].(string)
+	}
+	require.Equal(t, "claimed", shopify("ev-create", "products/create"))
+	require.Equal(t, "claimed", shopify("ev-update", "products/update"))
+	require.Equal(t, "duplicate", shopify("ev-forged", "products/update"))
+	require.Equal(t, 2, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE namespace = 'shopify'`))
+
+	// Turned off, each id is its own event (as before the check).
+	signedOff := http.Header{"X-Hub-Signature-256": {provider.SignGitHub("nodedup_secret", push)}, "X-Github-Event": {"push"}}
+	for _, id := range []string{"a", "b"} {
+		h := signedOff.Clone()
+		h.Set("X-Github-Delivery", id)
+		code, out := s.post(t, "/webhooks/github-nodedup", push, h)
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "claimed", out["status"])
+	}
+	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE namespace = 'github-nodedup' AND body_digest IS NOT NULL`))
+}
+
+// TestLogOnlyBodyReplayEnqueuesNothing: under CLAIM_MODE=log-only a
+// duplicate is applied again, but a body replay under a forged id has no
+// row of its own, so nothing is enqueued for it; a genuine redelivery is
+// applied again as log-only promises.
+func TestLogOnlyBodyReplayEnqueuesNothing(t *testing.T) {
+	s := start(t, map[string]string{"CLAIM_MODE": "log-only", "GITHUB_WEBHOOK_SECRET": providerSecrets["github"]})
+	push, err := os.ReadFile("../testdata/providers/github/push.default.json")
+	require.NoError(t, err)
+	post := func(id string) string {
+		h := http.Header{
+			"X-Hub-Signature-256": {provider.SignGitHub(providerSecrets["github"], push)},
+			"X-Github-Delivery":   {id}, "X-Github-Event": {"push"},
+		}
+		_, out := s.post(t, "/webhooks/github", push, h)
+		return out["status"].(string)
+	}
+	require.Equal(t, "claimed", post("guid-1"))
+	require.Equal(t, "duplicate", post("guid-forged"))
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM river_job`))
+	require.Equal(t, "duplicate", post("guid-1"))
+	require.Equal(t, 2, s.db.Count(t, `SELECT count(*) FROM river_job`), "the genuine redelivery is applied again")
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event`))
+}

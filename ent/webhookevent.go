@@ -49,7 +49,9 @@ type WebhookEvent struct {
 	// Receive time minus the signed timestamp, in milliseconds.
 	ClockSkewMs *int64 `json:"clock_skew_ms,omitempty"`
 	// Replayed holds the value of the "replayed" field.
-	Replayed     bool `json:"replayed,omitempty"`
+	Replayed bool `json:"replayed,omitempty"`
+	// SHA-256 of what the signature covers, for providers that sign only the body (GitHub, Shopify: with the topic); null elsewhere.
+	BodyDigest   *string `json:"body_digest,omitempty"`
 	selectValues sql.SelectValues
 }
 
@@ -64,7 +66,7 @@ func (*WebhookEvent) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case webhookevent.FieldID, webhookevent.FieldAttempts, webhookevent.FieldSecretIndex, webhookevent.FieldClockSkewMs:
 			values[i] = new(sql.NullInt64)
-		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldStatus, webhookevent.FieldLastError:
+		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldStatus, webhookevent.FieldLastError, webhookevent.FieldBodyDigest:
 			values[i] = new(sql.NullString)
 		case webhookevent.FieldReceivedAt, webhookevent.FieldSettledAt, webhookevent.FieldOccurredAt:
 			values[i] = new(sql.NullTime)
@@ -194,6 +196,13 @@ func (_m *WebhookEvent) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.Replayed = value.Bool
 			}
+		case webhookevent.FieldBodyDigest:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field body_digest", values[i])
+			} else if value.Valid {
+				_m.BodyDigest = new(string)
+				*_m.BodyDigest = value.String
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -287,6 +296,11 @@ func (_m *WebhookEvent) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("replayed=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Replayed))
+	builder.WriteString(", ")
+	if v := _m.BodyDigest; v != nil {
+		builder.WriteString("body_digest=")
+		builder.WriteString(*v)
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

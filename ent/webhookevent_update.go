@@ -190,6 +190,9 @@ func (_u *WebhookEventUpdate) sqlSave(ctx context.Context) (_node int, err error
 	if _u.mutation.ClockSkewMsCleared() {
 		_spec.ClearField(webhookevent.FieldClockSkewMs, field.TypeInt64)
 	}
+	if _u.mutation.BodyDigestCleared() {
+		_spec.ClearField(webhookevent.FieldBodyDigest, field.TypeString)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{webhookevent.Label}
@@ -401,6 +404,9 @@ func (_u *WebhookEventUpdateOne) sqlSave(ctx context.Context) (_node *WebhookEve
 	}
 	if _u.mutation.ClockSkewMsCleared() {
 		_spec.ClearField(webhookevent.FieldClockSkewMs, field.TypeInt64)
+	}
+	if _u.mutation.BodyDigestCleared() {
+		_spec.ClearField(webhookevent.FieldBodyDigest, field.TypeString)
 	}
 	_node = &WebhookEvent{config: _u.config}
 	_spec.Assign = _node.assignValues

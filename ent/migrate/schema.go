@@ -146,6 +146,7 @@ var (
 		{Name: "secret_index", Type: field.TypeInt, Nullable: true},
 		{Name: "clock_skew_ms", Type: field.TypeInt64, Nullable: true},
 		{Name: "replayed", Type: field.TypeBool, Default: false},
+		{Name: "body_digest", Type: field.TypeString, Nullable: true},
 	}
 	// WebhookEventTable holds the schema information for the "webhook_event" table.
 	WebhookEventTable = &schema.Table{
@@ -170,6 +171,14 @@ var (
 				Name:    "webhookevent_received_at",
 				Unique:  false,
 				Columns: []*schema.Column{WebhookEventColumns[10]},
+			},
+			{
+				Name:    "webhookevent_body_digest",
+				Unique:  true,
+				Columns: []*schema.Column{WebhookEventColumns[1], WebhookEventColumns[17]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "(body_digest IS NOT NULL)",
+				},
 			},
 		},
 	}

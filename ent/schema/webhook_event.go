@@ -56,6 +56,8 @@ func (WebhookEvent) Fields() []ent.Field {
 		field.Int64("clock_skew_ms").Optional().Nillable().Immutable().
 			Comment("Receive time minus the signed timestamp, in milliseconds."),
 		field.Bool("replayed").Default(false).Immutable(),
+		field.String("body_digest").Optional().Nillable().Immutable().
+			Comment("SHA-256 of what the signature covers, for providers that sign only the body (GitHub, Shopify: with the topic); null elsewhere."),
 	}
 }
 
@@ -68,5 +70,10 @@ func (WebhookEvent) Indexes() []ent.Index {
 			StorageKey("webhookevent_pending").
 			Annotations(entsql.IndexWhere(`((status)::text = 'claimed'::text) OR ((status)::text = 'failed'::text)`)),
 		index.Fields("received_at"),
+		// A second claim key for providers that sign only the body: the
+		// same signed body under another, unsigned, id is a replay.
+		index.Fields("namespace", "body_digest").Unique().
+			StorageKey("webhookevent_body_digest").
+			Annotations(entsql.IndexWhere(`(body_digest IS NOT NULL)`)),
 	}
 }

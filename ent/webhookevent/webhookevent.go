@@ -46,6 +46,8 @@ const (
 	FieldClockSkewMs = "clock_skew_ms"
 	// FieldReplayed holds the string denoting the replayed field in the database.
 	FieldReplayed = "replayed"
+	// FieldBodyDigest holds the string denoting the body_digest field in the database.
+	FieldBodyDigest = "body_digest"
 	// Table holds the table name of the webhookevent in the database.
 	Table = "webhook_event"
 )
@@ -69,6 +71,7 @@ var Columns = []string{
 	FieldSecretIndex,
 	FieldClockSkewMs,
 	FieldReplayed,
+	FieldBodyDigest,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -202,4 +205,9 @@ func ByClockSkewMs(opts ...sql.OrderTermOption) OrderOption {
 // ByReplayed orders the results by the replayed field.
 func ByReplayed(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldReplayed, opts...).ToFunc()
+}
+
+// ByBodyDigest orders the results by the body_digest field.
+func ByBodyDigest(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldBodyDigest, opts...).ToFunc()
 }

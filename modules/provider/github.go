@@ -20,6 +20,9 @@ var GitHub = &Provider{
 		"X-GitHub-Hook-Installation-Target-ID", "X-GitHub-Hook-Installation-Target-Type", "User-Agent"},
 	VerifyFunc: verifyGitHub,
 	ParseFunc:  parseGitHub,
+	// A redelivery keeps both its GUID and its body; the same body under
+	// another GUID is a replay with a forged id.
+	DigestFunc: func(_ http.Header, body []byte) string { return bodyDigest(body) },
 	Replayable: true,
 	BodyKeys:   []string{"action"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {

@@ -5,6 +5,8 @@
 package provider
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -66,6 +68,13 @@ type Provider struct {
 	// leaves them empty when absent and fails only on a body that is not the
 	// provider's JSON.
 	ParseFunc func(h http.Header, body []byte) (Event, error)
+	// DigestFunc, for a provider that signs only the body and sends the
+	// event id in an unsigned header (GitHub, Shopify), digests what the
+	// signature covers plus what legitimately tells two events with one
+	// body apart; the ledger claims each digest once per namespace, so a
+	// captured delivery re-sent under a new id is a duplicate. Nil for
+	// providers whose signature covers the id.
+	DigestFunc func(h http.Header, body []byte) string
 	// SignFunc builds the headers the provider would send with a delivery:
 	// its signature and the headers that identify the event. It serves the
 	// simulator, the dev sender and tests.
@@ -211,6 +220,16 @@ func ReasonOf(err error) Reason {
 		return se.Reason
 	}
 	return ReasonMalformed
+}
+
+// bodyDigest is the SHA-256 of the parts, each length-prefixed.
+func bodyDigest(parts ...[]byte) string {
+	sum := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(sum, "%d:", len(p))
+		sum.Write(p)
+	}
+	return "sha256:" + hex.EncodeToString(sum.Sum(nil))
 }
 
 func signatureError(reason Reason, format string, args ...any) error {

@@ -22,6 +22,12 @@ var Shopify = &Provider{
 		"Shopify-Topic", "Shopify-Shop-Domain", "Shopify-API-Version", "Shopify-Webhook-Id", "Shopify-Event-Id", "Shopify-Triggered-At"},
 	VerifyFunc: verifyShopify,
 	ParseFunc:  parseShopify,
+	// Shopify sends one payload to products/create and products/update
+	// when a product is created and published: both genuine, so the topic
+	// is part of the digest.
+	DigestFunc: func(h http.Header, body []byte) string {
+		return bodyDigest([]byte(shopifyHeader(h, "Topic")), body)
+	},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		return http.Header{
 			"X-Shopify-Hmac-Sha256":  {SignShopify(secret, d.Body)},

@@ -34,6 +34,9 @@ type Source struct {
 	Tolerance time.Duration
 	// IDFallback derives ids for a sender that sends none; usually nil.
 	IDFallback *provider.IDFallback
+	// BodyDedup claims the body digest too, for providers that sign only
+	// the body (see provider.Provider.DigestFunc).
+	BodyDedup bool
 	// ReplayToken lets a replay skip signature verification on this source;
 	// honoured only when the provider is Replayable. Empty: no replay
 	// through HTTP.
@@ -62,6 +65,9 @@ func (s *Source) Prepare(h http.Header, body []byte, verified *provider.Verifica
 		OccurredAt: ev.OccurredAt,
 		Headers:    s.Provider.RecordedHeaders(h),
 		Replayed:   verified == nil,
+	}
+	if s.BodyDedup && s.Provider.DigestFunc != nil {
+		claim.BodyDigest = s.Provider.DigestFunc(h, body)
 	}
 	if verified != nil {
 		idx := verified.SecretIndex
