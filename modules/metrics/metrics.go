@@ -36,8 +36,8 @@ type Set struct {
 	SignatureFailures *prometheus.CounterVec
 	// BodyBytesInFlight is the request-body budget in use.
 	BodyBytesInFlight prometheus.Gauge
-	// AdminRefusals counts admin requests refused by reason (unauthorized,
-	// cross_site).
+	// AdminRefusals counts admin, River UI and token-guarded /metrics
+	// requests refused, by reason (unauthorized, cross_site).
 	AdminRefusals *prometheus.CounterVec
 
 	// Duplicates counts this process\'s duplicate deliveries per source over
@@ -90,7 +90,7 @@ func New() *Set {
 		}),
 		AdminRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookledger_admin_refusals_total",
-			Help: "Admin and River UI requests refused, by reason (unauthorized, cross_site).",
+			Help: "Admin, River UI and token-guarded /metrics requests refused, by reason (unauthorized, cross_site).",
 		}, []string{"reason"}),
 	}
 	s.Registry.MustRegister(
