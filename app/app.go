@@ -54,6 +54,9 @@ type App struct {
 	registry *ledger.Registry
 	engine   *gin.Engine
 	riverUI  *riverui.Handler
+	// metricsEngine and metricsLn serve METRICS_ADDR, when it is set.
+	metricsEngine *gin.Engine
+	metricsLn     net.Listener
 	// stop ends what New started in the background (the claim committers).
 	stop context.CancelFunc
 }
@@ -67,6 +70,9 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 	a := &App{cfg: cfg, role: role, log: log, metrics: metrics.New(), registry: ledger.NewRegistry()}
 	for _, name := range cfg.Disabled {
 		log.Warn("source disabled: no secret configured", zap.String("source", name))
+	}
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
 	}
 	if err := a.openDatabase(ctx); err != nil {
 		a.Close()
@@ -94,6 +100,12 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 		a.Close()
 		return nil, err
 	}
+	if cfg.MetricsAddr != "" {
+		if a.metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("listen METRICS_ADDR %s: %w", cfg.MetricsAddr, err)
+		}
+	}
 	return a, nil
 }
 
@@ -117,11 +129,11 @@ func (a *App) registerModules() {
 // providerName in its default namespace (replay needs no secret).
 func (a *App) source(name, providerName string) *receiver.Source {
 	p, _ := provider.Lookup(providerName)
-	ns := providerName
+	src := &receiver.Source{Name: name, Namespace: providerName, Provider: p, BodyDedup: true}
 	if s, ok := a.cfg.Source(name); ok {
-		ns = s.Namespace
+		src.Namespace, src.BodyDedup = s.Namespace, s.BodyDedup
 	}
-	return &receiver.Source{Name: name, Namespace: ns, Provider: p}
+	return src
 }
 
 func (a *App) openDatabase(ctx context.Context) error {
@@ -161,7 +173,8 @@ func (a *App) sources() ([]receiver.Source, error) {
 		for i, sec := range s.Secrets {
 			secrets[i] = []byte(sec.Reveal())
 		}
-		src := receiver.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, Secrets: secrets, Tolerance: s.Tolerance}
+		src := receiver.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, Secrets: secrets, Tolerance: s.Tolerance,
+			ReplayToken: a.cfg.ReplayTokenOf(s).Reveal(), BodyDedup: s.BodyDedup}
 		if f := s.IDFallback; f != nil {
 			src.IDFallback = &provider.IDFallback{Header: f.Header, JSONPath: f.JSONPath, HashFields: f.HashFields}
 		}
@@ -179,6 +192,15 @@ func (a *App) sources() ([]receiver.Source, error) {
 
 // Handler is the process's HTTP handler.
 func (a *App) Handler() http.Handler { return a.engine }
+
+// MetricsAddr is the address /metrics is served on when METRICS_ADDR is
+// set, else "".
+func (a *App) MetricsAddr() string {
+	if a.metricsLn == nil {
+		return ""
+	}
+	return a.metricsLn.Addr().String()
+}
 
 // Run serves on HTTP_ADDR until ctx ends, then shuts down gracefully.
 func (a *App) Run(ctx context.Context) error {
@@ -216,8 +238,17 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          zap.NewStdLog(a.log.Named("http")),
 	}
 	a.log.Info("serving", zap.String("addr", ln.Addr().String()), zap.String("role", string(a.role)))
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	var msrv *http.Server
+	if a.metricsLn != nil {
+		msrv = &http.Server{
+			Handler: a.metricsEngine, ReadHeaderTimeout: a.cfg.ReadHeaderTimeout, ReadTimeout: a.cfg.ReadTimeout,
+			WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: zap.NewStdLog(a.log.Named("metrics")),
+		}
+		a.log.Info("serving metrics", zap.String("addr", a.metricsLn.Addr().String()))
+		go func() { errc <- msrv.Serve(a.metricsLn) }()
+	}
 
 	var serveErr error
 	select {
@@ -229,6 +260,11 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		a.log.Warn("http shutdown", zap.Error(err))
+	}
+	if msrv != nil {
+		if err := msrv.Shutdown(sctx); err != nil {
+			a.log.Warn("metrics shutdown", zap.Error(err))
+		}
 	}
 	if a.role.WorksJobs() {
 		a.stopWorkers()
@@ -256,6 +292,9 @@ func (a *App) stopWorkers() {
 func (a *App) Close() {
 	if a.stop != nil {
 		a.stop()
+	}
+	if a.metricsLn != nil {
+		a.metricsLn.Close()
 	}
 	if a.db != nil {
 		a.db.Close()

@@ -29,10 +29,22 @@ func (a *App) buildHTTP() error {
 	e.NoRoute(func(c *gin.Context) { c.JSON(http.StatusNotFound, gin.H{"error": "not found"}) })
 	e.NoMethod(func(c *gin.Context) { c.JSON(http.StatusMethodNotAllowed, gin.H{"error": "method not allowed"}) })
 
-	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	e.GET("/readyz", a.readyz)
+	e.GET("/healthz", healthz)
 	a.metrics.Registry.MustRegister(ledger.NewCollector(a.db))
-	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{})))
+	if a.cfg.MetricsAddr == "" {
+		e.GET("/readyz", a.readyz(true))
+		e.GET("/metrics", a.metricsRoute()...)
+	} else {
+		// The public port says only whether it is ready; volumes, source
+		// names and the schema version are on the metrics listener.
+		e.GET("/readyz", a.readyz(false))
+		m := gin.New()
+		m.Use(web.Middleware(a.log.Named("metrics")), recovery(a.log))
+		m.GET("/healthz", healthz)
+		m.GET("/readyz", a.readyz(true))
+		m.GET("/metrics", a.metricsRoute()...)
+		a.metricsEngine = m
+	}
 
 	if token := a.cfg.AdminToken.Reveal(); token != "" {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
@@ -70,8 +82,8 @@ func (a *App) buildHTTP() error {
 			Claimer:      claimer,
 			LogOnly:      a.cfg.ClaimMode == config.ClaimLogOnly,
 			MaxBodyBytes: a.cfg.MaxBodyBytes,
+			BodyBudget:   a.cfg.InflightBodyBytes,
 			ClaimTimeout: a.cfg.ClaimTimeout,
-			ReplayToken:  a.cfg.ReplayToken.Reveal(),
 			Metrics:      a.metrics,
 		})
 	}
@@ -79,19 +91,36 @@ func (a *App) buildHTTP() error {
 	return nil
 }
 
+func healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
+
+// metricsRoute is /metrics' handler chain: behind METRICS_TOKEN when set.
+func (a *App) metricsRoute() []gin.HandlerFunc {
+	h := gin.WrapH(promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{}))
+	if token := a.cfg.MetricsToken.Reveal(); token != "" {
+		return []gin.HandlerFunc{admin.Auth(token, a.metrics), h}
+	}
+	return []gin.HandlerFunc{h}
+}
+
 // readyz answers 200 when the database answers and its migrations are
-// current.
-func (a *App) readyz(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
-	defer cancel()
-	st, err := migrations.Check(ctx, a.db)
-	switch {
-	case err != nil:
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "error": "database unreachable"})
-	case !st.Current():
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "error": "migrations not current", "version": st.Version, "latest": st.Latest, "dirty": st.Dirty})
-	default:
-		c.JSON(http.StatusOK, gin.H{"status": "ready", "version": st.Version})
+// current; detailed adds the schema version.
+func (a *App) readyz(detailed bool) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+		defer cancel()
+		st, err := migrations.Check(ctx, a.db)
+		switch {
+		case err != nil:
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "error": "database unreachable"})
+		case !st.Current() && detailed:
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "error": "migrations not current", "version": st.Version, "latest": st.Latest, "dirty": st.Dirty})
+		case !st.Current():
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "error": "migrations not current"})
+		case detailed:
+			c.JSON(http.StatusOK, gin.H{"status": "ready", "version": st.Version})
+		default:
+			c.JSON(http.StatusOK, gin.H{"status": "ready"})
+		}
 	}
 }
 

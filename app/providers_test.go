@@ -150,6 +150,7 @@ sources:
   - name: stripe-eu
     provider: stripe
     secrets: [whsec_eu]
+    share_namespace: true
   - name: stripe-other
     provider: stripe
     namespace: stripe-other

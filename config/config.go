@@ -6,8 +6,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,10 +19,16 @@ import (
 const (
 	DefaultHTTPAddr     = ":8080"
 	DefaultMaxBodyBytes = 1 << 20
-	DefaultClaimTimeout = 2 * time.Second
-	DefaultRetention    = 2160 * time.Hour
-	DefaultWorkers      = 4
-	DefaultDBMaxConns   = 48
+	// MaxMaxBodyBytes is the largest MAX_BODY_BYTES start-up accepts: above
+	// every provider's own payload cap (GitHub's is 25 MB).
+	MaxMaxBodyBytes = 32 << 20
+	// DefaultInflightBodyBytes is the default budget of request-body bytes
+	// held by all in-flight deliveries together.
+	DefaultInflightBodyBytes = 64 << 20
+	DefaultClaimTimeout      = 2 * time.Second
+	DefaultRetention         = 2160 * time.Hour
+	DefaultWorkers           = 4
+	DefaultDBMaxConns        = 48
 	// MinRetention is Stripe's replay window: a pruned id younger than this
 	// could be delivered or replayed again and claimed a second time.
 	MinRetention = 720 * time.Hour
@@ -80,18 +88,38 @@ type Source struct {
 	// Tolerance < 0 means the provider's default; 0 turns the check off.
 	Tolerance  time.Duration `json:"tolerance"`
 	IDFallback *IDFallback   `json:"id_fallback,omitempty"`
+	// ReplayToken is the source's own replay token (config file); empty
+	// means REPLAY_TOKEN. Honoured only for providers with a replay path.
+	ReplayToken Secret `json:"replay_token,omitempty"`
+	// ShareNamespace (config file) allows a namespace that sources with
+	// other secrets use too.
+	ShareNamespace bool `json:"share_namespace,omitempty"`
+	// BodyDedup, for providers that sign only the body (GitHub, Shopify),
+	// answers a delivery whose signed body equals an earlier event's under
+	// another id as a duplicate (a replay with a forged id).
+	BodyDedup bool `json:"body_dedup"`
+	// fromEnv marks a source enabled by its provider's variable.
+	fromEnv bool
 }
 
 // Config is hookledger's whole configuration.
 type Config struct {
 	DatabaseURL Secret `json:"database_url"`
 	HTTPAddr    string `json:"http_addr"`
+	// MetricsAddr, when set, serves /metrics (and a detailed /readyz) on a
+	// listener of its own, and no longer on HTTPAddr.
+	MetricsAddr string `json:"metrics_addr,omitempty"`
+	// MetricsToken, when set, is required (bearer or basic password) on
+	// /metrics.
+	MetricsToken Secret `json:"metrics_token"`
 	// ReadHeaderTimeout and ReadTimeout bound slow clients.
 	ReadHeaderTimeout time.Duration `json:"read_header_timeout"`
 	ReadTimeout       time.Duration `json:"read_timeout"`
 	LogLevel          string        `json:"log_level"`
 	LogFormat         string        `json:"log_format"`
 	MaxBodyBytes      int64         `json:"max_body_bytes"`
+	// InflightBodyBytes bounds the body bytes of all in-flight deliveries.
+	InflightBodyBytes int64         `json:"inflight_body_bytes"`
 	ClaimTimeout      time.Duration `json:"claim_timeout"`
 	ClaimMode         ClaimMode     `json:"claim_mode"`
 	// GroupCommit gathers concurrent claims into shared transactions.
@@ -111,6 +139,9 @@ type Config struct {
 	// Disabled lists config-file sources left off for want of a secret.
 	Disabled   []string `json:"disabled,omitempty"`
 	ConfigFile string   `json:"config_file,omitempty"`
+	// Warnings are configuration choices that load but look wrong; serve
+	// logs them at start-up.
+	Warnings []string `json:"warnings,omitempty"`
 
 	StripeAPIKey  Secret `json:"stripe_api_key"`
 	StripeAPIBase string `json:"stripe_api_base"`
@@ -136,31 +167,56 @@ func Load() (*Config, error) { return FromEnv(os.Getenv) }
 // FromEnv reads the configuration through getenv and validates it. Every
 // problem is reported, not only the first.
 func FromEnv(getenv func(string) string) (*Config, error) {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	secret := func(name string) Secret {
+		v, err := secretVar(getenv, name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return Secret(strings.TrimSpace(v))
+	}
 	c := &Config{
-		DatabaseURL:   Secret(getenv("DATABASE_URL")),
+		DatabaseURL:   secret("DATABASE_URL"),
 		HTTPAddr:      or(getenv("HTTP_ADDR"), DefaultHTTPAddr),
+		MetricsAddr:   getenv("METRICS_ADDR"),
+		MetricsToken:  secret("METRICS_TOKEN"),
 		LogLevel:      or(getenv("LOG_LEVEL"), "info"),
 		LogFormat:     or(getenv("LOG_FORMAT"), "json"),
 		ClaimMode:     ClaimMode(or(getenv("CLAIM_MODE"), string(ClaimEnforce))),
-		ReplayToken:   Secret(getenv("REPLAY_TOKEN")),
-		AdminToken:    Secret(getenv("ADMIN_TOKEN")),
-		StripeAPIKey:  Secret(getenv("STRIPE_API_KEY")),
+		ReplayToken:   secret("REPLAY_TOKEN"),
+		AdminToken:    secret("ADMIN_TOKEN"),
+		StripeAPIKey:  secret("STRIPE_API_KEY"),
 		StripeAPIBase: strings.TrimRight(or(getenv("STRIPE_API_BASE"), "https://api.stripe.com"), "/"),
-		GitHubToken:   Secret(getenv("GITHUB_TOKEN")),
+		GitHubToken:   secret("GITHUB_TOKEN"),
 		GitHubAPIBase: strings.TrimRight(or(getenv("GITHUB_API_BASE"), "https://api.github.com"), "/"),
-		PaddleAPIKey:  Secret(getenv("PADDLE_API_KEY")),
+		PaddleAPIKey:  secret("PADDLE_API_KEY"),
 		PaddleAPIBase: strings.TrimRight(or(getenv("PADDLE_API_BASE"), "https://api.paddle.com"), "/"),
 	}
-	var errs []error
-	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
 	c.MaxBodyBytes = DefaultMaxBodyBytes
 	if v := getenv("MAX_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
+		switch {
+		case err != nil || n <= 0:
 			fail("MAX_BODY_BYTES=%q: want a positive number of bytes", v)
+		case n > MaxMaxBodyBytes:
+			fail("MAX_BODY_BYTES=%d is over %d (32 MiB), above any provider's payload cap: every in-flight body may hold this much memory", n, MaxMaxBodyBytes)
+		default:
+			c.MaxBodyBytes = n
 		}
-		c.MaxBodyBytes = n
+	}
+	c.InflightBodyBytes = max(DefaultInflightBodyBytes, 8*c.MaxBodyBytes)
+	if v := getenv("MAX_INFLIGHT_BODY_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil || n <= 0:
+			fail("MAX_INFLIGHT_BODY_BYTES=%q: want a positive number of bytes", v)
+		case n < c.MaxBodyBytes:
+			fail("MAX_INFLIGHT_BODY_BYTES=%d is below MAX_BODY_BYTES=%d: a body of the limit could never be read", n, c.MaxBodyBytes)
+		default:
+			c.InflightBodyBytes = n
+		}
 	}
 	c.Workers = intVar(getenv, "WORKERS", DefaultWorkers, fail)
 	c.ClaimCommitters = intVar(getenv, "CLAIM_COMMITTERS", 2, fail)
@@ -175,8 +231,16 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	c.DBMaxConns = intVar(getenv, "DB_MAX_CONNS", DefaultDBMaxConns, fail)
 	c.ReadHeaderTimeout = durationVar(getenv, "HTTP_READ_HEADER_TIMEOUT", 5*time.Second, fail)
 	c.ReadTimeout = durationVar(getenv, "HTTP_READ_TIMEOUT", 30*time.Second, fail)
+	for name, d := range map[string]time.Duration{"HTTP_READ_HEADER_TIMEOUT": c.ReadHeaderTimeout, "HTTP_READ_TIMEOUT": c.ReadTimeout} {
+		if d <= 0 {
+			fail("%s=%s: want a positive duration (0 would mean no limit, and a slow client could hold a connection for ever)", name, d)
+		}
+	}
 	c.ReconcileInterval = durationVar(getenv, "RECONCILE_INTERVAL", 0, fail)
 	c.ReconcileWindow = durationVar(getenv, "RECONCILE_WINDOW", time.Hour, fail)
+	if c.ReconcileInterval < 0 || c.ReconcileWindow <= 0 {
+		fail("RECONCILE_INTERVAL=%s, RECONCILE_WINDOW=%s: want an interval of 0 (off) or more and a positive window", c.ReconcileInterval, c.ReconcileWindow)
+	}
 	c.ReconcileSource = or(getenv("RECONCILE_SOURCE"), "stripe")
 	c.ClaimTimeout = durationVar(getenv, "CLAIM_TIMEOUT", DefaultClaimTimeout, fail)
 	if c.ClaimTimeout <= 0 {
@@ -205,7 +269,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		fail("RECONCILE_INTERVAL is set but STRIPE_API_KEY is not: reconciliation reads Stripe's events API")
 	}
 	for _, pe := range providerEnv {
-		secrets := splitSecrets(getenv(pe.env))
+		secrets := splitSecrets(string(secret(pe.env)))
 		if len(secrets) == 0 {
 			continue // an empty secret disables the source; it never accepts everything
 		}
@@ -215,6 +279,8 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 			Namespace: pe.provider,
 			Secrets:   secrets,
 			Tolerance: -1, // the provider's own default
+			BodyDedup: true,
+			fromEnv:   true,
 		})
 	}
 	if c.ConfigFile = getenv("HOOKLEDGER_CONFIG"); c.ConfigFile != "" {
@@ -222,7 +288,84 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, c.checkSharedNamespaces()...)
+	c.warn()
 	return c, errors.Join(errs...)
+}
+
+// ProviderNames lists the providers a source may name.
+func ProviderNames() []string {
+	names := make([]string, len(providerEnv))
+	for i, pe := range providerEnv {
+		names[i] = pe.provider
+	}
+	return names
+}
+
+// checkSharedNamespaces refuses two sources with different secrets in one
+// namespace, unless the config file says so (share_namespace): either
+// signer could claim the other's event ids first, and the other's genuine
+// events would then be answered as duplicates.
+func (c *Config) checkSharedNamespaces() []error {
+	var errs []error
+	for i, a := range c.Sources {
+		for _, b := range c.Sources[:i] {
+			if a.Namespace != b.Namespace || slices.Equal(a.Secrets, b.Secrets) || (a.ShareNamespace && b.ShareNamespace) {
+				continue
+			}
+			if (a.ShareNamespace && b.fromEnv) || (b.ShareNamespace && a.fromEnv) {
+				continue // an environment source cannot say so itself; the file source's word is enough
+			}
+			errs = append(errs, fmt.Errorf("sources %s and %s share namespace %q with different secrets, so each could claim the other's event ids: "+
+				"give one its own namespace, or set share_namespace: true on the config-file source(s) if both are endpoints of one account", b.Name, a.Name, a.Namespace))
+		}
+	}
+	return errs
+}
+
+// warn records choices that load but look wrong.
+func (c *Config) warn() {
+	for _, s := range c.Sources {
+		if s.Provider != "stripe" {
+			continue
+		}
+		for i, sec := range s.Secrets {
+			if !strings.HasPrefix(sec.Reveal(), "whsec_") {
+				c.Warnings = append(c.Warnings, fmt.Sprintf("source %s: Stripe secret %d does not start with whsec_: is it an API key or another provider's secret? Stripe signs with the endpoint's signing secret (whsec_...)", s.Name, i))
+			}
+		}
+	}
+}
+
+// secretVar reads a secret from the variable name or, when that is unset,
+// from the file named by name_FILE (Docker and Kubernetes secrets). Setting
+// both is an error.
+func secretVar(getenv func(string) string, name string) (string, error) {
+	v, file := getenv(name), getenv(name+"_FILE")
+	switch {
+	case file == "":
+		return v, nil
+	case v != "":
+		return "", fmt.Errorf("%s and %s_FILE are both set: keep one", name, name)
+	}
+	v, err := readSecretFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s_FILE: %w", name, err)
+	}
+	return v, nil
+}
+
+// readSecretFile reads a secret file, without its trailing newline.
+func readSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return v, nil
 }
 
 // Source returns the configured source called name.
@@ -233,6 +376,15 @@ func (c *Config) Source(name string) (Source, bool) {
 		}
 	}
 	return Source{}, false
+}
+
+// ReplayTokenOf is the replay token that source s honours: its own, else
+// REPLAY_TOKEN.
+func (c *Config) ReplayTokenOf(s Source) Secret {
+	if s.ReplayToken != "" {
+		return s.ReplayToken
+	}
+	return c.ReplayToken
 }
 
 // RequireDatabase reports a clear error when DATABASE_URL is missing.
@@ -256,6 +408,9 @@ func splitSecrets(v string) []Secret {
 // ParseDuration takes a Go duration or plain seconds ("10s", "300").
 func ParseDuration(v string) (time.Duration, error) {
 	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		if math.IsNaN(n) || math.IsInf(n, 0) || math.Abs(n) > float64(math.MaxInt64)/float64(time.Second) {
+			return 0, fmt.Errorf("%q seconds is not a usable duration", v)
+		}
 		return time.Duration(n * float64(time.Second)), nil
 	}
 	return time.ParseDuration(v)

@@ -88,6 +88,7 @@ sources:
   - name: stripe-eu
     provider: stripe
     secrets_env: STRIPE_EU_SECRET
+    share_namespace: true
     tolerance: 120s
   - name: stripe-us
     provider: stripe
@@ -146,7 +147,7 @@ sources:
 `), 0o600))
 	_, err := FromEnv(env(map[string]string{"HOOKLEDGER_CONFIG": path, "STRIPE_WEBHOOK_SECRET": "whsec_env"}))
 	require.Error(t, err)
-	require.Contains(t, err.Error(), "field secret not found")
+	require.Contains(t, err.Error(), `line 15: sources[3]: unknown key "secret"`)
 	path2 := filepath.Join(t.TempDir(), "bad2.yaml")
 	require.NoError(t, os.WriteFile(path2, []byte(`
 sources:

@@ -4284,6 +4284,7 @@ type WebhookEventMutation struct {
 	failures         *int
 	addfailures      *int
 	failing_since    *time.Time
+	body_digest      *string
 	clearedFields    map[string]struct{}
 	done             bool
 	oldValue         func(context.Context) (*WebhookEvent, error)
@@ -5230,6 +5231,55 @@ func (m *WebhookEventMutation) ResetFailingSince() {
 	delete(m.clearedFields, webhookevent.FieldFailingSince)
 }
 
+// SetBodyDigest sets the "body_digest" field.
+func (m *WebhookEventMutation) SetBodyDigest(s string) {
+	m.body_digest = &s
+}
+
+// BodyDigest returns the value of the "body_digest" field in the mutation.
+func (m *WebhookEventMutation) BodyDigest() (r string, exists bool) {
+	v := m.body_digest
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBodyDigest returns the old "body_digest" field's value of the WebhookEvent entity.
+// If the WebhookEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *WebhookEventMutation) OldBodyDigest(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBodyDigest is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBodyDigest requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBodyDigest: %w", err)
+	}
+	return oldValue.BodyDigest, nil
+}
+
+// ClearBodyDigest clears the value of the "body_digest" field.
+func (m *WebhookEventMutation) ClearBodyDigest() {
+	m.body_digest = nil
+	m.clearedFields[webhookevent.FieldBodyDigest] = struct{}{}
+}
+
+// BodyDigestCleared returns if the "body_digest" field was cleared in this mutation.
+func (m *WebhookEventMutation) BodyDigestCleared() bool {
+	_, ok := m.clearedFields[webhookevent.FieldBodyDigest]
+	return ok
+}
+
+// ResetBodyDigest resets all changes to the "body_digest" field.
+func (m *WebhookEventMutation) ResetBodyDigest() {
+	m.body_digest = nil
+	delete(m.clearedFields, webhookevent.FieldBodyDigest)
+}
+
 // Where appends a list predicates to the WebhookEventMutation builder.
 func (m *WebhookEventMutation) Where(ps ...predicate.WebhookEvent) {
 	m.predicates = append(m.predicates, ps...)
@@ -5264,7 +5314,7 @@ func (m *WebhookEventMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *WebhookEventMutation) Fields() []string {
-	fields := make([]string, 0, 18)
+	fields := make([]string, 0, 19)
 	if m.namespace != nil {
 		fields = append(fields, webhookevent.FieldNamespace)
 	}
@@ -5319,6 +5369,9 @@ func (m *WebhookEventMutation) Fields() []string {
 	if m.failing_since != nil {
 		fields = append(fields, webhookevent.FieldFailingSince)
 	}
+	if m.body_digest != nil {
+		fields = append(fields, webhookevent.FieldBodyDigest)
+	}
 	return fields
 }
 
@@ -5363,6 +5416,8 @@ func (m *WebhookEventMutation) Field(name string) (ent.Value, bool) {
 		return m.Failures()
 	case webhookevent.FieldFailingSince:
 		return m.FailingSince()
+	case webhookevent.FieldBodyDigest:
+		return m.BodyDigest()
 	}
 	return nil, false
 }
@@ -5408,6 +5463,8 @@ func (m *WebhookEventMutation) OldField(ctx context.Context, name string) (ent.V
 		return m.OldFailures(ctx)
 	case webhookevent.FieldFailingSince:
 		return m.OldFailingSince(ctx)
+	case webhookevent.FieldBodyDigest:
+		return m.OldBodyDigest(ctx)
 	}
 	return nil, fmt.Errorf("unknown WebhookEvent field %s", name)
 }
@@ -5543,6 +5600,13 @@ func (m *WebhookEventMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetFailingSince(v)
 		return nil
+	case webhookevent.FieldBodyDigest:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBodyDigest(v)
+		return nil
 	}
 	return fmt.Errorf("unknown WebhookEvent field %s", name)
 }
@@ -5645,6 +5709,9 @@ func (m *WebhookEventMutation) ClearedFields() []string {
 	if m.FieldCleared(webhookevent.FieldFailingSince) {
 		fields = append(fields, webhookevent.FieldFailingSince)
 	}
+	if m.FieldCleared(webhookevent.FieldBodyDigest) {
+		fields = append(fields, webhookevent.FieldBodyDigest)
+	}
 	return fields
 }
 
@@ -5679,6 +5746,9 @@ func (m *WebhookEventMutation) ClearField(name string) error {
 		return nil
 	case webhookevent.FieldFailingSince:
 		m.ClearFailingSince()
+		return nil
+	case webhookevent.FieldBodyDigest:
+		m.ClearBodyDigest()
 		return nil
 	}
 	return fmt.Errorf("unknown WebhookEvent nullable field %s", name)
@@ -5741,6 +5811,9 @@ func (m *WebhookEventMutation) ResetField(name string) error {
 		return nil
 	case webhookevent.FieldFailingSince:
 		m.ResetFailingSince()
+		return nil
+	case webhookevent.FieldBodyDigest:
+		m.ResetBodyDigest()
 		return nil
 	}
 	return fmt.Errorf("unknown WebhookEvent field %s", name)

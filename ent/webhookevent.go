@@ -54,6 +54,8 @@ type WebhookEvent struct {
 	Failures int `json:"failures,omitempty"`
 	// First handler failure since the last settle: retries stop a retry horizon after it.
 	FailingSince *time.Time `json:"failing_since,omitempty"`
+	// SHA-256 of what the signature covers, for providers that sign only the body (GitHub, Shopify: with the topic); null elsewhere.
+	BodyDigest   *string `json:"body_digest,omitempty"`
 	selectValues sql.SelectValues
 }
 
@@ -68,7 +70,7 @@ func (*WebhookEvent) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case webhookevent.FieldID, webhookevent.FieldAttempts, webhookevent.FieldSecretIndex, webhookevent.FieldClockSkewMs, webhookevent.FieldFailures:
 			values[i] = new(sql.NullInt64)
-		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldStatus, webhookevent.FieldLastError:
+		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldStatus, webhookevent.FieldLastError, webhookevent.FieldBodyDigest:
 			values[i] = new(sql.NullString)
 		case webhookevent.FieldReceivedAt, webhookevent.FieldSettledAt, webhookevent.FieldOccurredAt, webhookevent.FieldFailingSince:
 			values[i] = new(sql.NullTime)
@@ -211,6 +213,13 @@ func (_m *WebhookEvent) assignValues(columns []string, values []any) error {
 				_m.FailingSince = new(time.Time)
 				*_m.FailingSince = value.Time
 			}
+		case webhookevent.FieldBodyDigest:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field body_digest", values[i])
+			} else if value.Valid {
+				_m.BodyDigest = new(string)
+				*_m.BodyDigest = value.String
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -311,6 +320,11 @@ func (_m *WebhookEvent) String() string {
 	if v := _m.FailingSince; v != nil {
 		builder.WriteString("failing_since=")
 		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.BodyDigest; v != nil {
+		builder.WriteString("body_digest=")
+		builder.WriteString(*v)
 	}
 	builder.WriteByte(')')
 	return builder.String()

@@ -219,6 +219,20 @@ func (_c *WebhookEventCreate) SetNillableFailingSince(v *time.Time) *WebhookEven
 	return _c
 }
 
+// SetBodyDigest sets the "body_digest" field.
+func (_c *WebhookEventCreate) SetBodyDigest(v string) *WebhookEventCreate {
+	_c.mutation.SetBodyDigest(v)
+	return _c
+}
+
+// SetNillableBodyDigest sets the "body_digest" field if the given value is not nil.
+func (_c *WebhookEventCreate) SetNillableBodyDigest(v *string) *WebhookEventCreate {
+	if v != nil {
+		_c.SetBodyDigest(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *WebhookEventCreate) SetID(v int64) *WebhookEventCreate {
 	_c.mutation.SetID(v)
@@ -447,6 +461,10 @@ func (_c *WebhookEventCreate) createSpec() (*WebhookEvent, *sqlgraph.CreateSpec)
 		_spec.SetField(webhookevent.FieldFailingSince, field.TypeTime, value)
 		_node.FailingSince = &value
 	}
+	if value, ok := _c.mutation.BodyDigest(); ok {
+		_spec.SetField(webhookevent.FieldBodyDigest, field.TypeString, value)
+		_node.BodyDigest = &value
+	}
 	return _node, _spec
 }
 
@@ -653,6 +671,9 @@ func (u *WebhookEventUpsertOne) UpdateNewValues() *WebhookEventUpsertOne {
 		}
 		if _, exists := u.create.mutation.Replayed(); exists {
 			s.SetIgnore(webhookevent.FieldReplayed)
+		}
+		if _, exists := u.create.mutation.BodyDigest(); exists {
+			s.SetIgnore(webhookevent.FieldBodyDigest)
 		}
 	}))
 	return u
@@ -1021,6 +1042,9 @@ func (u *WebhookEventUpsertBulk) UpdateNewValues() *WebhookEventUpsertBulk {
 			}
 			if _, exists := b.mutation.Replayed(); exists {
 				s.SetIgnore(webhookevent.FieldReplayed)
+			}
+			if _, exists := b.mutation.BodyDigest(); exists {
+				s.SetIgnore(webhookevent.FieldBodyDigest)
 			}
 		}
 	}))

@@ -243,6 +243,9 @@ func (_u *WebhookEventUpdate) sqlSave(ctx context.Context) (_node int, err error
 	if _u.mutation.FailingSinceCleared() {
 		_spec.ClearField(webhookevent.FieldFailingSince, field.TypeTime)
 	}
+	if _u.mutation.BodyDigestCleared() {
+		_spec.ClearField(webhookevent.FieldBodyDigest, field.TypeString)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{webhookevent.Label}
@@ -507,6 +510,9 @@ func (_u *WebhookEventUpdateOne) sqlSave(ctx context.Context) (_node *WebhookEve
 	}
 	if _u.mutation.FailingSinceCleared() {
 		_spec.ClearField(webhookevent.FieldFailingSince, field.TypeTime)
+	}
+	if _u.mutation.BodyDigestCleared() {
+		_spec.ClearField(webhookevent.FieldBodyDigest, field.TypeString)
 	}
 	_node = &WebhookEvent{config: _u.config}
 	_spec.Assign = _node.assignValues

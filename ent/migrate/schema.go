@@ -174,6 +174,7 @@ var (
 		{Name: "replayed", Type: field.TypeBool, Default: false},
 		{Name: "failures", Type: field.TypeInt, Default: 0},
 		{Name: "failing_since", Type: field.TypeTime, Nullable: true},
+		{Name: "body_digest", Type: field.TypeString, Nullable: true},
 	}
 	// WebhookEventTable holds the schema information for the "webhook_event" table.
 	WebhookEventTable = &schema.Table{
@@ -198,6 +199,14 @@ var (
 				Name:    "webhookevent_received_at",
 				Unique:  false,
 				Columns: []*schema.Column{WebhookEventColumns[10]},
+			},
+			{
+				Name:    "webhookevent_body_digest",
+				Unique:  true,
+				Columns: []*schema.Column{WebhookEventColumns[1], WebhookEventColumns[19]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "(body_digest IS NOT NULL)",
+				},
 			},
 		},
 	}

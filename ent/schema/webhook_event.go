@@ -60,6 +60,8 @@ func (WebhookEvent) Fields() []ent.Field {
 			Comment("Handler failures since the last settle: the retry backoff. Outages and crashes are not counted."),
 		field.Time("failing_since").Optional().Nillable().
 			Comment("First handler failure since the last settle: retries stop a retry horizon after it."),
+		field.String("body_digest").Optional().Nillable().Immutable().
+			Comment("SHA-256 of what the signature covers, for providers that sign only the body (GitHub, Shopify: with the topic); null elsewhere."),
 	}
 }
 
@@ -72,5 +74,10 @@ func (WebhookEvent) Indexes() []ent.Index {
 			StorageKey("webhookevent_pending").
 			Annotations(entsql.IndexWhere(`((status)::text = 'claimed'::text) OR ((status)::text = 'failed'::text)`)),
 		index.Fields("received_at"),
+		// A second claim key for providers that sign only the body: the
+		// same signed body under another, unsigned, id is a replay.
+		index.Fields("namespace", "body_digest").Unique().
+			StorageKey("webhookevent_body_digest").
+			Annotations(entsql.IndexWhere(`(body_digest IS NOT NULL)`)),
 	}
 }

@@ -50,6 +50,8 @@ const (
 	FieldFailures = "failures"
 	// FieldFailingSince holds the string denoting the failing_since field in the database.
 	FieldFailingSince = "failing_since"
+	// FieldBodyDigest holds the string denoting the body_digest field in the database.
+	FieldBodyDigest = "body_digest"
 	// Table holds the table name of the webhookevent in the database.
 	Table = "webhook_event"
 )
@@ -75,6 +77,7 @@ var Columns = []string{
 	FieldReplayed,
 	FieldFailures,
 	FieldFailingSince,
+	FieldBodyDigest,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -220,4 +223,9 @@ func ByFailures(opts ...sql.OrderTermOption) OrderOption {
 // ByFailingSince orders the results by the failing_since field.
 func ByFailingSince(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldFailingSince, opts...).ToFunc()
+}
+
+// ByBodyDigest orders the results by the body_digest field.
+func ByBodyDigest(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldBodyDigest, opts...).ToFunc()
 }

@@ -129,6 +129,11 @@ func FailingSince(v time.Time) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldEQ(FieldFailingSince, v))
 }
 
+// BodyDigest applies equality check predicate on the "body_digest" field. It's identical to BodyDigestEQ.
+func BodyDigest(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldBodyDigest, v))
+}
+
 // NamespaceEQ applies the EQ predicate on the "namespace" field.
 func NamespaceEQ(v string) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldEQ(FieldNamespace, v))
@@ -937,6 +942,81 @@ func FailingSinceIsNil() predicate.WebhookEvent {
 // FailingSinceNotNil applies the NotNil predicate on the "failing_since" field.
 func FailingSinceNotNil() predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldNotNull(FieldFailingSince))
+}
+
+// BodyDigestEQ applies the EQ predicate on the "body_digest" field.
+func BodyDigestEQ(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldBodyDigest, v))
+}
+
+// BodyDigestNEQ applies the NEQ predicate on the "body_digest" field.
+func BodyDigestNEQ(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNEQ(FieldBodyDigest, v))
+}
+
+// BodyDigestIn applies the In predicate on the "body_digest" field.
+func BodyDigestIn(vs ...string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIn(FieldBodyDigest, vs...))
+}
+
+// BodyDigestNotIn applies the NotIn predicate on the "body_digest" field.
+func BodyDigestNotIn(vs ...string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotIn(FieldBodyDigest, vs...))
+}
+
+// BodyDigestGT applies the GT predicate on the "body_digest" field.
+func BodyDigestGT(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGT(FieldBodyDigest, v))
+}
+
+// BodyDigestGTE applies the GTE predicate on the "body_digest" field.
+func BodyDigestGTE(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGTE(FieldBodyDigest, v))
+}
+
+// BodyDigestLT applies the LT predicate on the "body_digest" field.
+func BodyDigestLT(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLT(FieldBodyDigest, v))
+}
+
+// BodyDigestLTE applies the LTE predicate on the "body_digest" field.
+func BodyDigestLTE(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLTE(FieldBodyDigest, v))
+}
+
+// BodyDigestContains applies the Contains predicate on the "body_digest" field.
+func BodyDigestContains(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldContains(FieldBodyDigest, v))
+}
+
+// BodyDigestHasPrefix applies the HasPrefix predicate on the "body_digest" field.
+func BodyDigestHasPrefix(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldHasPrefix(FieldBodyDigest, v))
+}
+
+// BodyDigestHasSuffix applies the HasSuffix predicate on the "body_digest" field.
+func BodyDigestHasSuffix(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldHasSuffix(FieldBodyDigest, v))
+}
+
+// BodyDigestIsNil applies the IsNil predicate on the "body_digest" field.
+func BodyDigestIsNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIsNull(FieldBodyDigest))
+}
+
+// BodyDigestNotNil applies the NotNil predicate on the "body_digest" field.
+func BodyDigestNotNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotNull(FieldBodyDigest))
+}
+
+// BodyDigestEqualFold applies the EqualFold predicate on the "body_digest" field.
+func BodyDigestEqualFold(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEqualFold(FieldBodyDigest, v))
+}
+
+// BodyDigestContainsFold applies the ContainsFold predicate on the "body_digest" field.
+func BodyDigestContainsFold(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldContainsFold(FieldBodyDigest, v))
 }
 
 // And groups predicates with the AND operator between them.

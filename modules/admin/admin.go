@@ -1,15 +1,12 @@
 package admin
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -38,38 +35,17 @@ type Config struct {
 // Routes lists every route the module serves, all behind the token.
 func Routes(r gin.IRouter, cfg Config) {
 	h := &handler{cfg: cfg}
-	auth := Auth(cfg.Token)
+	auth := Auth(cfg.Token, cfg.Metrics)
 	g := r.Group("/admin", auth)
 	g.GET("/events", h.list)
 	g.GET("/events/:event_id", h.show)
 	g.POST("/events/:event_id/requeue", h.requeueOne)
 	g.POST("/events/requeue", h.requeueMany)
 	g.GET("/stats", h.stats)
+	g.GET("/csrf", csrfToken(cfg.Token))
 	if cfg.RiverUI != nil {
 		r.GET("/riverui", auth, func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/riverui/") })
 		r.Any("/riverui/*path", auth, gin.WrapH(cfg.RiverUI))
-	}
-}
-
-// Auth accepts "Authorization: Bearer <token>" or HTTP basic auth with the
-// token as password (for browsers), compared in constant time; anything
-// else gets 401 with a Basic challenge.
-func Auth(token string) gin.HandlerFunc {
-	want := sha256.Sum256([]byte(token))
-	return func(c *gin.Context) {
-		var got string
-		if bearer, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer "); ok {
-			got = bearer
-		} else if _, pass, ok := c.Request.BasicAuth(); ok {
-			got = pass
-		}
-		sum := sha256.Sum256([]byte(got))
-		if got == "" || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
-			c.Header("WWW-Authenticate", `Basic realm="hookledger"`)
-			c.AbortWithStatusJSON(http.StatusUnauthorized, gin.H{"error": "admin token required"})
-			return
-		}
-		c.Next()
 	}
 }
 

@@ -148,6 +148,7 @@ func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
 		secretIdx, skews                                                   = make([]*int64, n), make([]*int64, n)
 		occurred                                                           = make([]*time.Time, n)
 		replayed                                                           = make([]bool, n)
+		digests                                                            = make([]*string, n)
 	)
 	for i, p := range batch {
 		c := p.claim
@@ -171,16 +172,19 @@ func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
 			occurred[i] = &t
 		}
 		replayed[i] = c.Replayed
+		if c.BodyDigest != "" {
+			digests[i] = &c.BodyDigest
+		}
 	}
 	return InTx(ctx, b.claimer.DB, func(tx *Tx) error {
 		rows, err := tx.QueryContext(ctx, `
 			INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, headers,
-				secret_index, clock_skew_ms, occurred_at, replayed)
+				secret_index, clock_skew_ms, occurred_at, replayed, body_digest)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::jsonb[],
-				$8::bigint[], $9::bigint[], $10::timestamptz[], $11::boolean[])
-			ON CONFLICT (namespace, event_id) DO NOTHING
+				$8::bigint[], $9::bigint[], $10::timestamptz[], $11::boolean[], $12::text[])
+			ON CONFLICT DO NOTHING
 			RETURNING namespace, event_id`,
-			namespaces, eventIDs, providers, sources, types, payloads, headers, secretIdx, skews, occurred, replayed)
+			namespaces, eventIDs, providers, sources, types, payloads, headers, secretIdx, skews, occurred, replayed, digests)
 		if err != nil {
 			return fmt.Errorf("batch claim: %w", err)
 		}
@@ -208,6 +212,12 @@ func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
 			p.claimed = inserted[k]
 			delete(inserted, k) // a second request for the key in this batch is a duplicate
 			switch {
+			case b.claimer.LogOnly && !p.claimed:
+				if ok, err := hasRow(ctx, tx, p.claim); err != nil {
+					return err
+				} else if ok {
+					jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: k[0], EventID: k[1], Force: true}})
+				}
 			case b.claimer.LogOnly:
 				jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: k[0], EventID: k[1], Force: true}})
 			case p.claimed:

@@ -29,6 +29,10 @@ type Claim struct {
 	// provider signs none.
 	ClockSkew *time.Duration
 	Replayed  bool
+	// BodyDigest, when set, is a second claim key within the namespace:
+	// for providers that sign only the body, the same signed body under
+	// another id is a replay, answered as a duplicate.
+	BodyDigest string
 }
 
 func (c Claim) key() EventKey { return EventKey{Namespace: c.Namespace, EventID: c.EventID} }
@@ -64,16 +68,21 @@ func (c *Claimer) Claim(ctx context.Context, in Claim) (bool, error) {
 		if in.ClockSkew != nil {
 			create.SetClockSkewMs(in.ClockSkew.Milliseconds())
 		}
-		_, err := create.
-			OnConflictColumns(webhookevent.FieldNamespace, webhookevent.FieldEventID).
-			DoNothing().
-			ID(ctx)
+		if in.BodyDigest != "" {
+			create.SetBodyDigest(in.BodyDigest)
+		}
+		// No conflict target: a conflict on either unique key, the event
+		// id or the body digest, is a duplicate.
+		_, err := create.OnConflict().DoNothing().ID(ctx)
 		switch {
 		case err == nil:
 			claimed = true
 		case errors.Is(err, sql.ErrNoRows):
 			if !c.LogOnly {
 				return nil
+			}
+			if ok, err := hasRow(ctx, tx, in); err != nil || !ok {
+				return err // a body-digest replay: no row of its own to apply again
 			}
 		default:
 			return fmt.Errorf("claim %s/%s: %w", in.Namespace, in.EventID, err)
@@ -87,4 +96,18 @@ func (c *Claimer) Claim(ctx context.Context, in Claim) (bool, error) {
 		return nil
 	})
 	return claimed, err
+}
+
+// hasRow reports whether the ledger holds in's own key (a duplicate on the
+// body digest alone has none).
+func hasRow(ctx context.Context, tx *Tx, in Claim) (bool, error) {
+	if in.BodyDigest == "" {
+		return true, nil
+	}
+	ok, err := tx.Ent.WebhookEvent.Query().
+		Where(webhookevent.Namespace(in.Namespace), webhookevent.EventID(in.EventID)).Exist(ctx)
+	if err != nil {
+		return false, fmt.Errorf("look up %s/%s: %w", in.Namespace, in.EventID, err)
+	}
+	return ok, nil
 }

@@ -31,6 +31,14 @@ type Set struct {
 	StaleSkipped *prometheus.CounterVec
 	VersionTies  *prometheus.CounterVec
 	WouldSkip    *prometheus.CounterVec
+	// SignatureFailures counts refused signatures by reason, which the
+	// client is never told.
+	SignatureFailures *prometheus.CounterVec
+	// BodyBytesInFlight is the request-body budget in use.
+	BodyBytesInFlight prometheus.Gauge
+	// AdminRefusals counts admin, River UI and token-guarded /metrics
+	// requests refused, by reason (unauthorized, cross_site).
+	AdminRefusals *prometheus.CounterVec
 
 	// Duplicates counts this process\'s duplicate deliveries per source over
 	// the last hour and day, for /admin/stats.
@@ -72,11 +80,24 @@ func New() *Set {
 			Name: "hookledger_log_only_would_skip_total",
 			Help: "Duplicates applied again because CLAIM_MODE=log-only.",
 		}, []string{"source"}),
+		SignatureFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookledger_signature_failures_total",
+			Help: "Deliveries refused with 401, by configured source and reason (missing, malformed, mismatch, stale, future, no_secret).",
+		}, []string{"source", "reason"}),
+		BodyBytesInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookledger_body_bytes_in_flight",
+			Help: "Request-body bytes reserved by deliveries being read or claimed (bounded by MAX_INFLIGHT_BODY_BYTES).",
+		}),
+		AdminRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookledger_admin_refusals_total",
+			Help: "Admin, River UI and token-guarded /metrics requests refused, by reason (unauthorized, cross_site).",
+		}, []string{"reason"}),
 	}
 	s.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		s.Deliveries, s.ClaimSeconds, s.Applies, s.ApplySeconds, s.StaleSkipped, s.VersionTies, s.WouldSkip,
+		s.SignatureFailures, s.BodyBytesInFlight, s.AdminRefusals,
 	)
 	return s
 }

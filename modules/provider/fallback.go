@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -31,8 +32,12 @@ func (f *IDFallback) ID(h http.Header, body []byte) (string, error) {
 	if f.JSONPath == "" && len(f.HashFields) == 0 {
 		return "", nil
 	}
+	// Numbers stay as their exact text: through float64, integers above
+	// 2^53 would collapse and two events could hash alike.
 	var doc any
-	if err := json.Unmarshal(body, &doc); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
 		return "", payloadError("body is not JSON: %v", err)
 	}
 	if f.JSONPath != "" {
@@ -49,8 +54,13 @@ func (f *IDFallback) ID(h http.Header, body []byte) (string, error) {
 	found := false
 	for _, path := range f.HashFields {
 		v, ok := lookup(doc, path)
-		found = found || ok
-		canon, _ := json.Marshal(v) // maps marshal with sorted keys
+		if !ok {
+			// Absent is not null: {"a":null} and {} are different events.
+			fmt.Fprintf(sum, "%s absent\n", path)
+			continue
+		}
+		found = true
+		canon, _ := json.Marshal(v) // maps marshal with sorted keys, json.Number as its text
 		fmt.Fprintf(sum, "%s=%s\n", path, canon)
 	}
 	if !found {
@@ -87,8 +97,8 @@ func scalar(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
+	case json.Number:
+		return x.String()
 	case bool:
 		return strconv.FormatBool(x)
 	}

@@ -20,6 +20,11 @@ var GitHub = &Provider{
 		"X-GitHub-Hook-Installation-Target-ID", "X-GitHub-Hook-Installation-Target-Type", "User-Agent"},
 	VerifyFunc: verifyGitHub,
 	ParseFunc:  parseGitHub,
+	// A redelivery keeps both its GUID and its body; the same body under
+	// another GUID is a replay with a forged id.
+	DigestFunc: func(_ http.Header, body []byte) string { return bodyDigest(body) },
+	Replayable: true,
+	BodyKeys:   []string{"action"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		event, _, _ := strings.Cut(d.Type, ".")
 		return http.Header{
@@ -33,19 +38,19 @@ var GitHub = &Provider{
 func verifyGitHub(h http.Header, body []byte, secrets [][]byte, _ time.Time, _ time.Duration) (Verification, error) {
 	header := h.Get("X-Hub-Signature-256")
 	if header == "" {
-		return Verification{}, signatureError("missing X-Hub-Signature-256 header")
+		return Verification{}, signatureError(ReasonMissing, "missing X-Hub-Signature-256 header")
 	}
 	hexSig, ok := strings.CutPrefix(header, "sha256=")
 	if !ok {
-		return Verification{}, signatureError("X-Hub-Signature-256 lacks the sha256= prefix")
+		return Verification{}, signatureError(ReasonMalformed, "X-Hub-Signature-256 lacks the sha256= prefix")
 	}
 	sig, err := hex.DecodeString(hexSig)
 	if err != nil {
-		return Verification{}, signatureError("X-Hub-Signature-256 is not hex")
+		return Verification{}, signatureError(ReasonMalformed, "X-Hub-Signature-256 is not hex")
 	}
 	i, ok := matchSecret(secrets, [][]byte{sig}, func(secret []byte) []byte { return hmacSHA256(secret, body) })
 	if !ok {
-		return Verification{}, signatureError("X-Hub-Signature-256 does not match the body")
+		return Verification{}, signatureError(ReasonMismatch, "X-Hub-Signature-256 does not match the body")
 	}
 	return Verification{SecretIndex: i}, nil
 }

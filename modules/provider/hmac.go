@@ -26,9 +26,9 @@ func withinBothWays(signedAt, now time.Time, tolerance time.Duration) error {
 	}
 	switch d := now.Sub(signedAt); {
 	case d > tolerance:
-		return signatureError("timestamp %d is older than the %s tolerance", signedAt.Unix(), tolerance)
+		return signatureError(ReasonStale, "timestamp %d is older than the %s tolerance", signedAt.Unix(), tolerance)
 	case -d > tolerance:
-		return signatureError("timestamp %d is more than %s in the future", signedAt.Unix(), tolerance)
+		return signatureError(ReasonFuture, "timestamp %d is more than %s in the future", signedAt.Unix(), tolerance)
 	}
 	return nil
 }
@@ -69,7 +69,7 @@ func parseTimestamped(header, sep, tsKey, sigKey, name string) (int64, [][]byte,
 		case tsKey:
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return 0, nil, signatureError("unreadable %s in %s", tsKey, name)
+				return 0, nil, signatureError(ReasonMalformed, "unreadable %s in %s", tsKey, name)
 			}
 			ts, hasTS = n, true
 		case sigKey:
@@ -79,10 +79,10 @@ func parseTimestamped(header, sep, tsKey, sigKey, name string) (int64, [][]byte,
 		}
 	}
 	if !hasTS {
-		return 0, nil, signatureError("no %s timestamp in %s", tsKey, name)
+		return 0, nil, signatureError(ReasonMalformed, "no %s timestamp in %s", tsKey, name)
 	}
 	if len(sigs) == 0 {
-		return 0, nil, signatureError("no %s signature in %s", sigKey, name)
+		return 0, nil, signatureError(ReasonMalformed, "no %s signature in %s", sigKey, name)
 	}
 	return ts, sigs, nil
 }
@@ -91,7 +91,7 @@ func parseTimestamped(header, sep, tsKey, sigKey, name string) (int64, [][]byte,
 // Paddle: their SDKs accept future timestamps); 0 turns the check off.
 func olderThan(signedAt, now time.Time, tolerance time.Duration) error {
 	if tolerance > 0 && now.Sub(signedAt) > tolerance {
-		return signatureError("timestamp %d is older than the %s tolerance", signedAt.Unix(), tolerance)
+		return signatureError(ReasonStale, "timestamp %d is older than the %s tolerance", signedAt.Unix(), tolerance)
 	}
 	return nil
 }

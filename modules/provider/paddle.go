@@ -21,6 +21,8 @@ var Paddle = &Provider{
 	Headers:          []string{"Paddle-Version", "User-Agent"},
 	VerifyFunc:       verifyPaddle,
 	ParseFunc:        parsePaddle,
+	Replayable:       true,
+	BodyKeys:         []string{"event_id", "event_type", "occurred_at"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		return http.Header{"Paddle-Signature": {SignPaddle(secret, d.At.Unix(), d.Body)}}, nil
 	},
@@ -29,7 +31,7 @@ var Paddle = &Provider{
 func verifyPaddle(h http.Header, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) (Verification, error) {
 	header := h.Get("Paddle-Signature")
 	if header == "" {
-		return Verification{}, signatureError("missing Paddle-Signature header")
+		return Verification{}, signatureError(ReasonMissing, "missing Paddle-Signature header")
 	}
 	ts, sigs, err := ParsePaddleHeader(header)
 	if err != nil {
@@ -42,7 +44,7 @@ func verifyPaddle(h http.Header, body []byte, secrets [][]byte, now time.Time, t
 	tsb := strconv.AppendInt(nil, ts, 10)
 	i, ok := matchSecret(secrets, sigs, func(secret []byte) []byte { return hmacSHA256(secret, tsb, []byte{':'}, body) })
 	if !ok {
-		return Verification{}, signatureError("no h1 signature matches the body")
+		return Verification{}, signatureError(ReasonMismatch, "no h1 signature matches the body")
 	}
 	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }

@@ -5,6 +5,8 @@
 package provider
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -43,11 +45,19 @@ type Event struct {
 // Provider is one webhook sender's conventions.
 type Provider struct {
 	Name string
+	// Replayable says hookledger can pull this provider's events back from
+	// its API (hookledger replay), so a source of it may honour a replay
+	// token; other providers' sources always verify signatures.
+	Replayable bool
 	// DefaultTolerance is the provider SDK's timestamp tolerance; zero when
 	// the provider signs no timestamp.
 	DefaultTolerance time.Duration
 	// IDLocation says where the event id lives, for error messages.
 	IDLocation string
+	// BodyKeys are the body's keys that identify the event (id, type,
+	// occurrence time; "a.b" for key b under a): each must appear once and
+	// exactly so, never as a case variant.
+	BodyKeys []string
 	// SignatureHeaders are never stored.
 	SignatureHeaders []string
 	// Headers are recorded on the ledger row when present.
@@ -58,6 +68,13 @@ type Provider struct {
 	// leaves them empty when absent and fails only on a body that is not the
 	// provider's JSON.
 	ParseFunc func(h http.Header, body []byte) (Event, error)
+	// DigestFunc, for a provider that signs only the body and sends the
+	// event id in an unsigned header (GitHub, Shopify), digests what the
+	// signature covers plus what legitimately tells two events with one
+	// body apart; the ledger claims each digest once per namespace, so a
+	// captured delivery re-sent under a new id is a duplicate. Nil for
+	// providers whose signature covers the id.
+	DigestFunc func(h http.Header, body []byte) string
 	// SignFunc builds the headers the provider would send with a delivery:
 	// its signature and the headers that identify the event. It serves the
 	// simulator, the dev sender and tests.
@@ -110,7 +127,7 @@ func Names() []string {
 // 0 turns the timestamp check off.
 func (p *Provider) Verify(h http.Header, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) (Verification, error) {
 	if len(secrets) == 0 {
-		return Verification{}, fmt.Errorf("%w: no secret configured", ErrSignature)
+		return Verification{}, signatureError(ReasonNoSecret, "no secret configured")
 	}
 	if tolerance < 0 {
 		tolerance = p.DefaultTolerance
@@ -121,6 +138,9 @@ func (p *Provider) Verify(h http.Header, body []byte, secrets [][]byte, now time
 // Parse reads the event out of a verified body. The provider's own id
 // comes first; fb, when set, derives one for a source that sends none.
 func (p *Provider) Parse(h http.Header, body []byte, fb *IDFallback) (Event, error) {
+	if err := checkKeys(body, p.BodyKeys); err != nil {
+		return Event{}, err
+	}
 	ev, err := p.ParseFunc(h, body)
 	if err != nil {
 		return Event{}, err
@@ -138,6 +158,12 @@ func (p *Provider) Parse(h http.Header, body []byte, fb *IDFallback) (Event, err
 	}
 	if ev.Type == "" {
 		return Event{}, payloadError("%s delivery without its event type", p.Name)
+	}
+	if err := checkIdentity("event id", ev.ID); err != nil {
+		return Event{}, err
+	}
+	if err := checkIdentity("event type", ev.Type); err != nil {
+		return Event{}, err
 	}
 	if err := checkJSONB(body); err != nil {
 		return Event{}, err
@@ -160,8 +186,54 @@ func (p *Provider) RecordedHeaders(h http.Header) map[string]string {
 	return out
 }
 
-func signatureError(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrSignature, fmt.Sprintf(format, args...))
+// Reason is why a signature was refused: a small fixed set, safe as a
+// metric label. The detail goes to the log only; the client is told
+// nothing but that the delivery is unauthorized.
+type Reason string
+
+// Reasons for refusing a signature.
+const (
+	ReasonMissing   Reason = "missing"
+	ReasonMalformed Reason = "malformed"
+	ReasonMismatch  Reason = "mismatch"
+	ReasonStale     Reason = "stale"
+	ReasonFuture    Reason = "future"
+	ReasonNoSecret  Reason = "no_secret"
+)
+
+// SignatureError is a refused signature; it wraps ErrSignature.
+type SignatureError struct {
+	Reason Reason
+	Detail string
+}
+
+func (e *SignatureError) Error() string { return ErrSignature.Error() + ": " + e.Detail }
+
+// Unwrap makes errors.Is(err, ErrSignature) hold.
+func (e *SignatureError) Unwrap() error { return ErrSignature }
+
+// ReasonOf returns the reason of a signature failure, or ReasonMalformed
+// for any other error.
+func ReasonOf(err error) Reason {
+	var se *SignatureError
+	if errors.As(err, &se) {
+		return se.Reason
+	}
+	return ReasonMalformed
+}
+
+// bodyDigest is the SHA-256 of the parts, each length-prefixed.
+func bodyDigest(parts ...[]byte) string {
+	sum := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(sum, "%d:", len(p))
+		sum.Write(p)
+	}
+	return "sha256:" + hex.EncodeToString(sum.Sum(nil))
+}
+
+func signatureError(reason Reason, format string, args ...any) error {
+	return &SignatureError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
 func payloadError(format string, args ...any) error {

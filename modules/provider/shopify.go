@@ -22,6 +22,12 @@ var Shopify = &Provider{
 		"Shopify-Topic", "Shopify-Shop-Domain", "Shopify-API-Version", "Shopify-Webhook-Id", "Shopify-Event-Id", "Shopify-Triggered-At"},
 	VerifyFunc: verifyShopify,
 	ParseFunc:  parseShopify,
+	// Shopify sends one payload to products/create and products/update
+	// when a product is created and published: both genuine, so the topic
+	// is part of the digest.
+	DigestFunc: func(h http.Header, body []byte) string {
+		return bodyDigest([]byte(shopifyHeader(h, "Topic")), body)
+	},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		return http.Header{
 			"X-Shopify-Hmac-Sha256":  {SignShopify(secret, d.Body)},
@@ -44,15 +50,15 @@ func shopifyHeader(h http.Header, name string) string {
 func verifyShopify(h http.Header, body []byte, secrets [][]byte, _ time.Time, _ time.Duration) (Verification, error) {
 	header := shopifyHeader(h, "Hmac-Sha256")
 	if header == "" {
-		return Verification{}, signatureError("missing X-Shopify-Hmac-Sha256 header")
+		return Verification{}, signatureError(ReasonMissing, "missing X-Shopify-Hmac-Sha256 header")
 	}
 	sig, err := base64.StdEncoding.DecodeString(header)
 	if err != nil {
-		return Verification{}, signatureError("X-Shopify-Hmac-Sha256 is not base64")
+		return Verification{}, signatureError(ReasonMalformed, "X-Shopify-Hmac-Sha256 is not base64")
 	}
 	i, ok := matchSecret(secrets, [][]byte{sig}, func(secret []byte) []byte { return hmacSHA256(secret, body) })
 	if !ok {
-		return Verification{}, signatureError("X-Shopify-Hmac-Sha256 does not match the body")
+		return Verification{}, signatureError(ReasonMismatch, "X-Shopify-Hmac-Sha256 does not match the body")
 	}
 	return Verification{SecretIndex: i}, nil
 }

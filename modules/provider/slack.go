@@ -22,6 +22,7 @@ var Slack = &Provider{
 	Headers:          []string{"X-Slack-Request-Timestamp", "X-Slack-Retry-Num", "X-Slack-Retry-Reason", "User-Agent"},
 	VerifyFunc:       verifySlack,
 	ParseFunc:        parseSlack,
+	BodyKeys:         []string{"type", "event_id", "event_time", "event.type"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		return http.Header{
 			"X-Slack-Request-Timestamp": {strconv.FormatInt(d.At.Unix(), 10)},
@@ -34,11 +35,11 @@ func verifySlack(h http.Header, body []byte, secrets [][]byte, now time.Time, to
 	tsHeader := h.Get("X-Slack-Request-Timestamp")
 	sigHeader := h.Get("X-Slack-Signature")
 	if tsHeader == "" || sigHeader == "" {
-		return Verification{}, signatureError("missing X-Slack-Request-Timestamp or X-Slack-Signature header")
+		return Verification{}, signatureError(ReasonMissing, "missing X-Slack-Request-Timestamp or X-Slack-Signature header")
 	}
 	ts, err := strconv.ParseInt(tsHeader, 10, 64)
 	if err != nil {
-		return Verification{}, signatureError("unreadable X-Slack-Request-Timestamp")
+		return Verification{}, signatureError(ReasonMalformed, "unreadable X-Slack-Request-Timestamp")
 	}
 	signedAt := time.Unix(ts, 0)
 	if err := withinBothWays(signedAt, now, tolerance); err != nil {
@@ -46,15 +47,15 @@ func verifySlack(h http.Header, body []byte, secrets [][]byte, now time.Time, to
 	}
 	hexSig, ok := strings.CutPrefix(sigHeader, "v0=")
 	if !ok {
-		return Verification{}, signatureError("X-Slack-Signature is not a v0 signature")
+		return Verification{}, signatureError(ReasonMalformed, "X-Slack-Signature is not a v0 signature")
 	}
 	sig, err := hex.DecodeString(hexSig)
 	if err != nil {
-		return Verification{}, signatureError("X-Slack-Signature is not hex")
+		return Verification{}, signatureError(ReasonMalformed, "X-Slack-Signature is not hex")
 	}
 	i, ok := matchSecret(secrets, [][]byte{sig}, func(secret []byte) []byte { return hmacSHA256(secret, []byte("v0:"+tsHeader+":"), body) })
 	if !ok {
-		return Verification{}, signatureError("X-Slack-Signature does not match the body")
+		return Verification{}, signatureError(ReasonMismatch, "X-Slack-Signature does not match the body")
 	}
 	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }
@@ -89,7 +90,7 @@ func parseSlack(_ http.Header, body []byte) (Event, error) {
 		ev.Type = p.Event.Type
 	}
 	if p.EventTime > 0 {
-		ev.OccurredAt = time.Unix(p.EventTime, 0)
+		ev.OccurredAt = unixTime(p.EventTime)
 	}
 	return ev, nil
 }

@@ -23,6 +23,7 @@ var Standard = &Provider{
 	Headers:          []string{"Webhook-Id", "Webhook-Timestamp", "Svix-Id", "Svix-Timestamp", "User-Agent"},
 	VerifyFunc:       verifyStandard,
 	ParseFunc:        parseStandard,
+	BodyKeys:         []string{"type", "timestamp"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		sig, err := SignStandard(secret, d.ID, d.At.Unix(), d.Body)
 		if err != nil {
@@ -58,15 +59,15 @@ func verifyStandard(h http.Header, body []byte, secrets [][]byte, now time.Time,
 	id, tsHeader, sigHeader := standardHeader(h, "Id"), standardHeader(h, "Timestamp"), standardHeader(h, "Signature")
 	switch {
 	case id == "":
-		return Verification{}, signatureError("missing webhook-id header")
+		return Verification{}, signatureError(ReasonMissing, "missing webhook-id header")
 	case tsHeader == "":
-		return Verification{}, signatureError("missing webhook-timestamp header")
+		return Verification{}, signatureError(ReasonMissing, "missing webhook-timestamp header")
 	case sigHeader == "":
-		return Verification{}, signatureError("missing webhook-signature header")
+		return Verification{}, signatureError(ReasonMissing, "missing webhook-signature header")
 	}
 	ts, err := strconv.ParseInt(tsHeader, 10, 64)
 	if err != nil {
-		return Verification{}, signatureError("unreadable webhook-timestamp")
+		return Verification{}, signatureError(ReasonMalformed, "unreadable webhook-timestamp")
 	}
 	signedAt := time.Unix(ts, 0)
 	if err := withinBothWays(signedAt, now, tolerance); err != nil {
@@ -83,7 +84,7 @@ func verifyStandard(h http.Header, body []byte, secrets [][]byte, now time.Time,
 		}
 	}
 	if len(sigs) == 0 {
-		return Verification{}, signatureError("no v1 signature in webhook-signature")
+		return Verification{}, signatureError(ReasonMalformed, "no v1 signature in webhook-signature")
 	}
 	i, ok := matchSecret(secrets, sigs, func(secret []byte) []byte {
 		key, err := StandardKey(secret)
@@ -93,7 +94,7 @@ func verifyStandard(h http.Header, body []byte, secrets [][]byte, now time.Time,
 		return hmacSHA256(key, []byte(id+"."+tsHeader+"."), body)
 	})
 	if !ok {
-		return Verification{}, signatureError("no v1 signature matches the body")
+		return Verification{}, signatureError(ReasonMismatch, "no v1 signature matches the body")
 	}
 	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }

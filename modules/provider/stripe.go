@@ -19,6 +19,8 @@ var Stripe = &Provider{
 	Headers:          []string{"User-Agent"},
 	VerifyFunc:       verifyStripe,
 	ParseFunc:        parseStripe,
+	Replayable:       true,
+	BodyKeys:         []string{"id", "type", "created"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		return http.Header{"Stripe-Signature": {SignStripe(secret, d.At.Unix(), d.Body)}}, nil
 	},
@@ -27,7 +29,7 @@ var Stripe = &Provider{
 func verifyStripe(h http.Header, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) (Verification, error) {
 	header := h.Get("Stripe-Signature")
 	if header == "" {
-		return Verification{}, signatureError("missing Stripe-Signature header")
+		return Verification{}, signatureError(ReasonMissing, "missing Stripe-Signature header")
 	}
 	ts, sigs, err := ParseStripeHeader(header)
 	if err != nil {
@@ -39,7 +41,7 @@ func verifyStripe(h http.Header, body []byte, secrets [][]byte, now time.Time, t
 	}
 	i, ok := matchSecret(secrets, sigs, func(secret []byte) []byte { return StripeSignature(secret, ts, body) })
 	if !ok {
-		return Verification{}, signatureError("no v1 signature matches the body")
+		return Verification{}, signatureError(ReasonMismatch, "no v1 signature matches the body")
 	}
 	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }
@@ -71,7 +73,7 @@ func parseStripe(_ http.Header, body []byte) (Event, error) {
 	}
 	out := Event{ID: ev.ID, Type: ev.Type}
 	if ev.Created > 0 {
-		out.OccurredAt = time.Unix(ev.Created, 0)
+		out.OccurredAt = unixTime(ev.Created)
 	}
 	return out, nil
 }

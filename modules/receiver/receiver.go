@@ -5,11 +5,9 @@
 package receiver
 
 import (
-	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -36,6 +34,13 @@ type Source struct {
 	Tolerance time.Duration
 	// IDFallback derives ids for a sender that sends none; usually nil.
 	IDFallback *provider.IDFallback
+	// BodyDedup claims the body digest too, for providers that sign only
+	// the body (see provider.Provider.DigestFunc).
+	BodyDedup bool
+	// ReplayToken lets a replay skip signature verification on this source;
+	// honoured only when the provider is Replayable. Empty: no replay
+	// through HTTP.
+	ReplayToken string
 }
 
 // Prepare turns a delivery into its claim: the event's id and type from
@@ -45,6 +50,9 @@ type Source struct {
 func (s *Source) Prepare(h http.Header, body []byte, verified *provider.Verification, now time.Time) (ledger.Claim, provider.Event, error) {
 	ev, err := s.Provider.Parse(h, body, s.IDFallback)
 	if err != nil || ev.Ignore {
+		return ledger.Claim{}, ev, err
+	}
+	if err := provider.CheckOccurredAt(ev.OccurredAt, now); err != nil {
 		return ledger.Claim{}, ev, err
 	}
 	claim := ledger.Claim{
@@ -57,6 +65,9 @@ func (s *Source) Prepare(h http.Header, body []byte, verified *provider.Verifica
 		OccurredAt: ev.OccurredAt,
 		Headers:    s.Provider.RecordedHeaders(h),
 		Replayed:   verified == nil,
+	}
+	if s.BodyDedup && s.Provider.DigestFunc != nil {
+		claim.BodyDigest = s.Provider.DigestFunc(h, body)
 	}
 	if verified != nil {
 		idx := verified.SecretIndex
@@ -79,8 +90,10 @@ type Config struct {
 	Sources      []Source
 	Claimer      Claimer
 	MaxBodyBytes int64
+	// BodyBudget bounds the body bytes all in-flight deliveries hold
+	// together; a delivery that does not fit gets 503 with Retry-After.
+	BodyBudget   int64
 	ClaimTimeout time.Duration
-	ReplayToken  string
 	// LogOnly is CLAIM_MODE=log-only: duplicates are logged as "would skip"
 	// and applied again (the claimer enqueues them).
 	LogOnly bool
@@ -91,7 +104,10 @@ type Config struct {
 
 // Routes mounts the webhook endpoint.
 func Routes(r gin.IRouter, cfg Config) {
-	h := &handler{cfg: cfg, sources: map[string]*Source{}}
+	h := &handler{cfg: cfg, sources: map[string]*Source{}, budget: &budget{max: cfg.BodyBudget, gauge: cfg.Metrics.BodyBytesInFlight}}
+	if h.budget.max <= 0 {
+		h.budget.max = cfg.MaxBodyBytes
+	}
 	for i := range cfg.Sources {
 		h.sources[cfg.Sources[i].Name] = &cfg.Sources[i]
 	}
@@ -104,7 +120,13 @@ func Routes(r gin.IRouter, cfg Config) {
 type handler struct {
 	cfg     Config
 	sources map[string]*Source
+	budget  *budget
 }
+
+// unauthorized is the one 401 body, whatever the reason: the reason goes
+// to the log and to hookledger_signature_failures_total, never to the
+// client, who could otherwise probe the verifier.
+var unauthorized = Response{Error: "invalid or missing signature"}
 
 // Response is the JSON answer to a delivery.
 type Response struct {
@@ -122,9 +144,16 @@ func (h *handler) receive(c *gin.Context) {
 	}
 	log = log.With(zap.String("source", src.Name))
 
-	body, err := readBody(c, h.cfg.MaxBodyBytes)
+	body, release, err := readBody(c.Writer, c.Request, h.cfg.MaxBodyBytes, h.budget)
+	defer release()
 	if err != nil {
 		var tooLarge *http.MaxBytesError
+		if errors.Is(err, errOverBudget) {
+			log.Warn("request-body budget exhausted", zap.Int64("content_length", c.Request.ContentLength))
+			c.Header("Retry-After", "1")
+			h.answer(c, src.Name, metrics.OutcomeUnavailable, http.StatusServiceUnavailable, Response{Error: "too many request bodies in flight, retry later"})
+			return
+		}
 		if errors.As(err, &tooLarge) {
 			h.answer(c, src.Name, metrics.OutcomeTooLarge, http.StatusRequestEntityTooLarge,
 				Response{Error: "body exceeds " + strconv.FormatInt(h.cfg.MaxBodyBytes, 10) + " bytes"})
@@ -136,11 +165,13 @@ func (h *handler) receive(c *gin.Context) {
 
 	var verified *provider.Verification
 	now := h.cfg.NowFunc()
-	if !h.replayed(c) {
+	if !replayed(c, src) {
 		v, err := src.Provider.Verify(c.Request.Header, body, src.Secrets, now, src.Tolerance)
 		if err != nil {
-			log.Info("signature rejected", zap.Error(err))
-			h.answer(c, src.Name, metrics.OutcomeInvalidSignature, http.StatusUnauthorized, Response{Error: err.Error()})
+			reason := provider.ReasonOf(err)
+			log.Info("signature rejected", zap.String("reason", string(reason)), zap.Error(err))
+			h.cfg.Metrics.SignatureFailures.WithLabelValues(src.Name, string(reason)).Inc()
+			h.answer(c, src.Name, metrics.OutcomeInvalidSignature, http.StatusUnauthorized, unauthorized)
 			return
 		}
 		verified = &v
@@ -191,26 +222,13 @@ func (h *handler) answer(c *gin.Context, source, outcome string, status int, r R
 	c.JSON(status, r)
 }
 
-// replayed reports whether the request carries the configured replay token.
-// Without a configured token the header is ignored.
-func (h *handler) replayed(c *gin.Context) bool {
-	if h.cfg.ReplayToken == "" {
+// replayed reports whether the request carries the source's replay token.
+// The header is ignored on a source without a token and on a provider
+// without a replay path (its deliveries are always verified).
+func replayed(c *gin.Context, src *Source) bool {
+	if src.ReplayToken == "" || !src.Provider.Replayable {
 		return false
 	}
 	got := c.GetHeader(ReplayTokenHeader)
-	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(h.cfg.ReplayToken)) == 1
-}
-
-// readBody reads at most limit bytes: a declared Content-Length past the
-// limit is refused unread, and an undeclared body is cut off while reading.
-func readBody(c *gin.Context, limit int64) ([]byte, error) {
-	if c.Request.ContentLength > limit {
-		return nil, &http.MaxBytesError{Limit: limit}
-	}
-	var buf bytes.Buffer
-	if c.Request.ContentLength > 0 {
-		buf.Grow(int(c.Request.ContentLength))
-	}
-	_, err := io.Copy(&buf, http.MaxBytesReader(c.Writer, c.Request.Body, limit))
-	return buf.Bytes(), err
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(src.ReplayToken)) == 1
 }
