@@ -72,3 +72,25 @@ func TestStartupLogsSources(t *testing.T) {
 	a.logSources()
 	require.Len(t, logs.FilterLevelExact(zapcore.WarnLevel).All(), 1, "a worker takes no webhooks")
 }
+
+// TestFeedLines: on a console the feed's lines are bare, without the
+// request's fields; in JSON they are debug lines.
+func TestFeedLines(t *testing.T) {
+	main, mainLogs := observer.New(zapcore.InfoLevel)
+	feed, feedLogs := observer.New(zapcore.InfoLevel)
+	log := zap.New(feedRouter{main: main, feed: feed}).Named("http").With(zap.String("request_id", "r1"))
+	log.Named(FeedLogger).Info("--> invoice.paid evt_1 claimed", zap.Bool("replayed", false))
+	log.Info("other")
+	require.Equal(t, 1, feedLogs.Len())
+	require.Equal(t, "--> invoice.paid evt_1 claimed", feedLogs.All()[0].Message)
+	require.Empty(t, feedLogs.All()[0].Context, "no request fields on a feed line")
+	require.Equal(t, 1, mainLogs.Len())
+	require.Equal(t, "other", mainLogs.All()[0].Message)
+
+	info, infoLogs := observer.New(zapcore.InfoLevel)
+	zap.New(feedRouter{main: info}).Named("http").Named(FeedLogger).Info("--> push abc claimed")
+	require.Zero(t, infoLogs.Len(), "JSON at info: no per-event lines")
+	debug, debugLogs := observer.New(zapcore.DebugLevel)
+	zap.New(feedRouter{main: debug}).Named("http").Named(FeedLogger).Info("--> push abc claimed")
+	require.Equal(t, 1, debugLogs.FilterLevelExact(zapcore.DebugLevel).Len(), "JSON at debug: the feed is debug")
+}

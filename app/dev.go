@@ -2,10 +2,12 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -35,8 +37,11 @@ func runDev(ctx context.Context, stdout, stderr io.Writer) error {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s is already in use (another hookledger dev?): stop it, or set HTTP_ADDR, e.g. HTTP_ADDR=:8081", cfg.HTTPAddr)
+	}
 	if err != nil {
-		return fmt.Errorf("listen %s: %w (another hookledger dev running? set HTTP_ADDR to use another port)", cfg.HTTPAddr, err)
+		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
 	defer ln.Close()
 	if cfg.DatabaseURL == "" {
