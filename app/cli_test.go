@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/modules/provider"
 )
 
 // settledEvents posts n subscription events and waits until all settled.
@@ -301,4 +305,23 @@ func TestDevReportsAPortInUse(t *testing.T) {
 	require.Empty(t, stdout, "no banner")
 	require.Contains(t, stderr, "already in use")
 	require.Contains(t, stderr, "HTTP_ADDR")
+}
+
+// TestVerifyCountsSecretsFromZero, as secret_index in the ledger and the
+// configuration's secret lists do.
+func TestVerifyCountsSecretsFromZero(t *testing.T) {
+	body := []byte(`{"id":"evt_v","type":"invoice.paid"}`)
+	file := filepath.Join(t.TempDir(), "body.json")
+	require.NoError(t, os.WriteFile(file, body, 0o600))
+	now := time.Now().Unix()
+	header := "Stripe-Signature: " + provider.SignStripe("whsec_new", now, body)
+	code, stdout, _ := run("verify", "--provider", "stripe", "--secret", "whsec_new", "--header", header, "--body-file", file)
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, "matches secret 0")
+	code, stdout, _ = run("verify", "--body-file", file, "--secret", "whsec_old", "--provider", "stripe", "--secret", "whsec_new", "--header", header)
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, "matches secret 1")
+	code, _, stderr := run("verify", "--provider", "standard", "--secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "--secret", "not base64!", "--header", header, "--body-file", file)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--secret 1 ")
 }
