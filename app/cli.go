@@ -97,6 +97,14 @@ provider secrets ...) and HOOKLEDGER_CONFIG; see README.md.`,
 		benchCommand(),
 		versionCommand(),
 	)
+	var plain func(c *cobra.Command)
+	plain = func(c *cobra.Command) {
+		c.DisableFlagsInUseLine = true // every Use line spells its flags
+		for _, sub := range c.Commands() {
+			plain(sub)
+		}
+	}
+	plain(root)
 	return root
 }
 
@@ -143,7 +151,7 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 func serveCommand() *cobra.Command {
 	var role string
 	cmd := &cobra.Command{
-		Use:   "serve",
+		Use:   "serve [--role=all|http|worker]",
 		Short: "Receive webhooks and apply them",
 		Long: `Serve the HTTP receiver and the River workers. Every role listens on
 HTTP_ADDR for /healthz, /readyz and /metrics; only all and http take

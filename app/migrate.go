@@ -19,7 +19,7 @@ import (
 
 func migrateCommand(t terminal) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "migrate",
+		Use:   "migrate up|down|status",
 		Short: "Run the embedded migrations (River's tables included)",
 		Long: `Run hookledger's golang-migrate migrations, embedded in the binary, on
 DATABASE_URL. Each subcommand first prints the database it works on, with
@@ -31,7 +31,7 @@ the password hidden.`,
 	var all bool
 	var bulk bulkFlags
 	down := &cobra.Command{
-		Use:   "down",
+		Use:   "down [--all] [--dry-run] [--yes]",
 		Short: "Revert one migration (--all: every one)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

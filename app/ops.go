@@ -58,7 +58,7 @@ func parseWhen(flag, v string, now time.Time) (time.Time, error) {
 
 func eventsCommand(t terminal) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "events",
+		Use:   "events list|show|requeue",
 		Short: "Inspect the ledger and requeue events",
 		Args:  cobra.ArbitraryArgs,
 		RunE:  groupRun,
@@ -113,7 +113,7 @@ func eventsListCommand() *cobra.Command {
 		asJSON  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "list",
+		Use:   "list [--status S] [--source S] [--type T] [--since T] [--until T] [--limit N] [--after CURSOR] [--json]",
 		Short: "List ledger rows, newest first",
 		Long: `List ledger rows newest first, a page at a time. The table ends with the
 --after value of the next page; --json prints {"events":[...],"next":"..."}
@@ -195,7 +195,7 @@ func shorten(s string, n int) string {
 func eventsShowCommand() *cobra.Command {
 	var ns string
 	cmd := &cobra.Command{
-		Use:   "show EVENT_ID",
+		Use:   "show EVENT_ID [--namespace NS]",
 		Short: "Print one ledger row with its payload and its River job",
 		Args:  exactArgs(1, "one event id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -229,7 +229,7 @@ func eventsRequeueCommand(t terminal) *cobra.Command {
 		bulk    bulkFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "requeue [--force] ID... | requeue [--force] (--status S | --type T | --since T | ... | --all)",
+		Use:   "requeue [--force] [--dry-run] (ID... | --status S | --type T | --since T | --until T | --all) [--yes]",
 		Short: "Apply events again: the named ones, or those a filter selects",
 		Long: `Set events back to claimed and make their apply job run now, in one
 transaction each: River's existing job when it still has it, else a new one.
@@ -376,7 +376,7 @@ func listMatching(ctx context.Context, w io.Writer, a *App, f ledger.Filter) err
 func pruneCommand(t terminal) *cobra.Command {
 	var bulk bulkFlags
 	cmd := &cobra.Command{
-		Use:   "prune",
+		Use:   "prune [--dry-run] [--yes]",
 		Short: "Delete settled events older than RETENTION",
 		Long: `Delete settled ledger rows received before now - RETENTION (default
 2160h), in batches. It shows the count first; deleting more than one row

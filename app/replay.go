@@ -21,7 +21,7 @@ import (
 
 func replayCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "replay PROVIDER",
+		Use:   "replay stripe|paddle|github",
 		Short: "Pull missed events back from a provider's API",
 		Long: `Pull events back from a provider's API and feed each through the same
 claim as an HTTP delivery: what the ledger has is a duplicate, only missing
@@ -59,7 +59,7 @@ func replayEventsCommand(name, keyVar string) *cobra.Command {
 	var failedOnly bool
 	cmd := &cobra.Command{
 		Use:   name + " --since T [--until T] [--types a,b] [--target URL]",
-		Short: "Replay " + name + "'s events API (needs " + keyVar + ")",
+		Short: "Replay " + strings.ToUpper(name[:1]) + name[1:] + "'s events API (needs " + keyVar + ")",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			from, to, err := window(since, until)

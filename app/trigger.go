@@ -26,7 +26,7 @@ type triggerOptions struct {
 func triggerCommand() *cobra.Command {
 	var o triggerOptions
 	cmd := &cobra.Command{
-		Use:     "trigger TYPE [--url URL]",
+		Use:     "trigger TYPE [--url URL] [--object ID] | trigger --list",
 		Aliases: []string{"send"},
 		Short:   "Send one signed, realistic test event of a type a module handles",
 		Long: `Send one signed test event to the dev server (or --url), built from the
