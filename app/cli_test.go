@@ -178,6 +178,15 @@ func TestMigrateNamesTheDatabaseAndServeRefusesAnUnmigratedOne(t *testing.T) {
 
 	code, _, stderr = run("migrate", "up")
 	require.Equal(t, 0, code, stderr)
+
+	// Partly migrated: one step down needs no confirmation.
+	code, _, stderr = run("migrate", "down")
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = run("serve")
+	require.Equal(t, 1, code)
+	require.Regexp(t, `at migration \d+ of \d+: run .hookledger migrate up.\n$`, stderr)
+	code, _, stderr = run("migrate", "up")
+	require.Equal(t, 0, code, stderr)
 }
 
 func TestEventsListPages(t *testing.T) {

@@ -321,6 +321,12 @@ func requeueOne(ctx context.Context, a *App, ns, id string, force bool) (string,
 	return fmt.Sprint(res), nil
 }
 
+// requeueMatching is the one call of ledger.RequeueMatching: how many
+// events f selects (dryRun), or were requeued.
+func requeueMatching(ctx context.Context, a *App, f ledger.Filter, force, dryRun bool) (int, error) {
+	return ledger.RequeueMatching(ctx, a.db, a.river, f, force, dryRun)
+}
+
 // requeueBulk counts what f selects, lists it with --dry-run, asks, and
 // requeues.
 func requeueBulk(ctx context.Context, t terminal, f ledger.Filter, force bool, bulk bulkFlags) error {
@@ -329,7 +335,7 @@ func requeueBulk(ctx context.Context, t terminal, f ledger.Filter, force bool, b
 		return err
 	}
 	defer a.Close()
-	n, err := ledger.RequeueMatching(ctx, a.db, a.river, f, force, true)
+	n, err := requeueMatching(ctx, a, f, force, true)
 	if err != nil {
 		return err
 	}
@@ -347,7 +353,7 @@ func requeueBulk(ctx context.Context, t terminal, f ledger.Filter, force bool, b
 	if err := bulk.confirm(t, int64(n), fmt.Sprintf("requeue %d %s event(s)", n, f.Status)); err != nil {
 		return err
 	}
-	done, err := ledger.RequeueMatching(ctx, a.db, a.river, f, force, false)
+	done, err := requeueMatching(ctx, a, f, force, false)
 	if err != nil {
 		return fmt.Errorf("after requeueing %d event(s): %w", done, err)
 	}

@@ -45,46 +45,45 @@ type verifyOptions struct {
 
 // runVerify checks one delivery's signature.
 func runVerify(o verifyOptions, stdout io.Writer) error {
-	name, secrets, headers, bodyFile, at, tolerance := &o.name, o.secrets, o.headers, &o.bodyFile, &o.at, &o.tolerance
-	p, ok := provider.Lookup(*name)
+	p, ok := provider.Lookup(o.name)
 	switch {
-	case *name == "":
+	case o.name == "":
 		return fmt.Errorf("%w: --provider is required (%s)", errUsage, strings.Join(provider.Names(), ", "))
 	case !ok:
-		return fmt.Errorf("%w: unknown provider %q (%s)", errUsage, *name, strings.Join(provider.Names(), ", "))
-	case len(secrets) == 0:
+		return fmt.Errorf("%w: unknown provider %q (%s)", errUsage, o.name, strings.Join(provider.Names(), ", "))
+	case len(o.secrets) == 0:
 		return fmt.Errorf("%w: --secret is required", errUsage)
-	case *bodyFile == "":
+	case o.bodyFile == "":
 		return fmt.Errorf("%w: --body-file is required", errUsage)
 	}
 	h := http.Header{}
-	for _, hv := range headers {
+	for _, hv := range o.headers {
 		k, v, ok := strings.Cut(hv, ":")
 		if !ok || strings.TrimSpace(k) == "" {
 			return fmt.Errorf("%w: --header %q: want 'Name: value'", errUsage, hv)
 		}
 		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
-	body, err := os.ReadFile(*bodyFile)
+	body, err := os.ReadFile(o.bodyFile)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	now := time.Now()
-	if *at != "" {
-		sec, err := strconv.ParseInt(*at, 10, 64)
+	if o.at != "" {
+		sec, err := strconv.ParseInt(o.at, 10, 64)
 		if err != nil {
-			return fmt.Errorf("%w: --at %q: want Unix seconds", errUsage, *at)
+			return fmt.Errorf("%w: --at %q: want Unix seconds", errUsage, o.at)
 		}
 		now = time.Unix(sec, 0)
 	}
 	tol := time.Duration(-1)
-	if *tolerance != "" {
-		if tol, err = config.ParseDuration(*tolerance); err != nil || tol < 0 {
-			return fmt.Errorf("%w: --tolerance %q: want a duration such as 10s, or seconds", errUsage, *tolerance)
+	if o.tolerance != "" {
+		if tol, err = config.ParseDuration(o.tolerance); err != nil || tol < 0 {
+			return fmt.Errorf("%w: --tolerance %q: want a duration such as 10s, or seconds", errUsage, o.tolerance)
 		}
 	}
-	keys := make([][]byte, len(secrets))
-	for i, s := range secrets {
+	keys := make([][]byte, len(o.secrets))
+	for i, s := range o.secrets {
 		keys[i] = []byte(s)
 		if p == provider.Standard {
 			if _, err := provider.StandardKey(keys[i]); err != nil {
