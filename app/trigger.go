@@ -75,7 +75,9 @@ variable set (PADDLE_WEBHOOK_SECRET ...) for both the server and trigger.`,
 	fl.StringVar(&o.object, "object", "", "object id to use instead of a fresh one (sub_..., pi_..., a Standard Webhooks customer id)")
 	fl.StringVar(&o.bodyFile, "body-file", "", "send this body instead of the type's payload (signed as is)")
 	fl.StringVar(&o.legacyType, "type", "", "event type (same as the argument)")
+	fl.StringVar(&o.object, "subscription", "", "same as --object")
 	_ = fl.MarkHidden("type")
+	_ = fl.MarkHidden("subscription")
 	return cmd
 }
 
