@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/spf13/cobra"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/migrations"
@@ -52,17 +53,39 @@ type BenchReport struct {
 
 const benchSecret = "whsec_hookledger_bench"
 
-// cmdBench measures the service against the database's own limit: the raw
+func benchCommand() *cobra.Command {
+	var o benchOptions
+	cmd := &cobra.Command{
+		Use:   "bench [--events N] [--clients C] [--group-commit=false] [--workers W]",
+		Short: "Measure ingest, latency and settle rate against the raw database rate",
+		Long: `Measure the service against the database's own limit: the raw rate of the
+same claim-and-enqueue transaction done directly with pgx, one per event,
+from the same number of clients, then the service's ingest, latency at peak
+and half rate, settle rate and peak RSS, on a database of its own.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&o.events, "events", 20000, "events per phase")
+	fl.IntVar(&o.clients, "clients", 64, "concurrent keep-alive clients")
+	fl.BoolVar(&o.groupCommit, "group-commit", true, "run the service with group commit")
+	fl.IntVar(&o.workers, "workers", config.DefaultWorkers, "apply workers of the service")
+	return cmd
+}
+
+type benchOptions struct {
+	events, clients, workers int
+	groupCommit              bool
+}
+
+// runBench measures the service against the database's own limit: the raw
 // rate of the same claim-and-enqueue transaction done directly with pgx,
 // one per event, from the same number of clients.
-func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", stderr)
-	events := fs.Int("events", 20000, "events per phase")
-	clients := fs.Int("clients", 64, "concurrent keep-alive clients")
-	groupCommit := fs.Bool("group-commit", true, "run the service with group commit")
-	workers := fs.Int("workers", config.DefaultWorkers, "apply workers of the service")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) error {
+	if o.events < 1 || o.clients < 1 || o.workers < 1 {
+		return usageError("--events, --clients and --workers must be positive")
 	}
 	cfg, err := config.LoadDev()
 	if err != nil {
@@ -86,37 +109,37 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := migrations.Up(stdlib.OpenDB(*ccfg)); err != nil {
 		return err
 	}
-	r := BenchReport{Events: *events, Clients: *clients, GroupCommit: *groupCommit}
+	r := BenchReport{Events: o.events, Clients: o.clients, GroupCommit: o.groupCommit}
 
-	logf("bench: raw database rate, %d events, %d clients, one transaction each", *events, *clients)
-	if r.RawTxPerSec, err = rawClaimRate(ctx, url, *events, *clients); err != nil {
+	logf("bench: raw database rate, %d events, %d clients, one transaction each", o.events, o.clients)
+	if r.RawTxPerSec, err = rawClaimRate(ctx, url, o.events, o.clients); err != nil {
 		return fmt.Errorf("raw rate: %w", err)
 	}
 
-	logf("bench: starting the service (group commit %t)", *groupCommit)
-	svc, err := startBenchService(url, *groupCommit, *workers, *clients)
+	logf("bench: starting the service (group commit %t)", o.groupCommit)
+	svc, err := startBenchService(url, o.groupCommit, o.workers, o.clients)
 	if err != nil {
 		return err
 	}
 	defer svc.stop()
 
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *clients, MaxConnsPerHost: *clients}, Timeout: 30 * time.Second}
-	logf("bench: peak ingest, %d events from %d clients", *events, *clients)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients, MaxConnsPerHost: o.clients}, Timeout: 30 * time.Second}
+	logf("bench: peak ingest, %d events from %d clients", o.events, o.clients)
 	start := time.Now()
-	lat, errs := drive(ctx, client, svc.url, "peak", *events, *clients, 0)
+	lat, errs := drive(ctx, client, svc.url, "peak", o.events, o.clients, 0)
 	elapsed := time.Since(start)
 	r.Errors += errs
-	r.IngestRate = float64(*events) / elapsed.Seconds()
+	r.IngestRate = float64(o.events) / elapsed.Seconds()
 	r.Ratio = r.IngestRate / r.RawTxPerSec
 	r.P50ms, r.P95ms, r.P99ms = percentile(lat, 50), percentile(lat, 95), percentile(lat, 99)
-	if err := svc.waitSettled(ctx, *events); err != nil {
+	if err := svc.waitSettled(ctx, o.events); err != nil {
 		return err
 	}
-	r.SettleRate = float64(*events) / time.Since(start).Seconds()
+	r.SettleRate = float64(o.events) / time.Since(start).Seconds()
 
 	r.HalfRate = r.IngestRate / 2
 	logf("bench: latency at half the peak rate (%.0f events/s)", r.HalfRate)
-	lat, errs = drive(ctx, client, svc.url, "half", *events/2, *clients, r.HalfRate)
+	lat, errs = drive(ctx, client, svc.url, "half", o.events/2, o.clients, r.HalfRate)
 	r.Errors += errs
 	r.HalfP50ms, r.HalfP99ms = percentile(lat, 50), percentile(lat, 99)
 	r.PeakRSSMB = svc.peakRSSMB()

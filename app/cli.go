@@ -3,10 +3,13 @@ package app
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/hookledger/hookledger/config"
 )
@@ -21,145 +24,164 @@ const (
 // errUsage marks a command-line mistake (exit 2).
 var errUsage = errors.New("usage")
 
-const usageText = `hookledger: an idempotent webhook receiver
+// usageError wraps err as a command-line mistake.
+func usageError(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+}
 
-Usage:
-  hookledger serve [--role=all|http|worker]   receive webhooks and apply them
-  hookledger migrate up|down [--all]|status    run the embedded migrations
-  hookledger verify --provider P --secret S [--header 'Name: value']... --body-file F [--at UNIX] [--tolerance D]
-                                               check one delivery's signature offline (exit 0 valid, 1 invalid, 2 usage)
-  hookledger replay stripe|paddle --since T [--until T] [--types a,b] [--failed-only] [--target URL]
-  hookledger replay github --repo owner/name --hook ID --since T [--dry-run]
-                                               pull missed events back from the provider's API
-  hookledger events list [--status S] [--source S] [--type T] [--since T] [--until T] [--limit N] [--json]
-  hookledger events show EVENT_ID [--namespace NS]
-  hookledger events requeue EVENT_ID | [--status failed] | --force [--since T] [--until T] [--type T] [--dry-run]
-  hookledger prune [--dry-run]                 delete settled events older than RETENTION
-  hookledger dev                               serve against a local PostgreSQL, for development
-  hookledger send [--url URL] [--type T]       send one signed Stripe test event
-  hookledger simulate [--provider P] [--events N] [--duplicates F] [--reorder F] [--rate R] [--concurrency C]
-                                               play a provider: signed events, duplicates, reordering, retries
-  hookledger bench [--events N] [--clients C] [--group-commit=false]
-                                               measure ingest against the raw database rate of the same transaction
-  hookledger devdb                             print the URL of the development database
-
-Configuration comes from the environment; see README.md.
-`
+// terminal is what a command may know about where it runs.
+type terminal struct {
+	in          io.Reader
+	out, errOut io.Writer
+	// interactive reports whether a person can answer a question on in.
+	interactive bool
+}
 
 // Main runs the hookledger command line and returns the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usageText)
-		return ExitUsage
-	}
-	var err error
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "serve":
-		err = cmdServe(ctx, rest, stderr)
-	case "migrate":
-		err = cmdMigrate(ctx, rest, stdout, stderr)
-	case "dev":
-		err = cmdDev(ctx, rest, stdout, stderr)
-	case "send":
-		err = cmdSend(ctx, rest, stdout, stderr)
-	case "verify":
-		err = cmdVerify(ctx, rest, stdout, stderr)
-	case "bench":
-		err = cmdBench(ctx, rest, stdout, stderr)
-	case "simulate":
-		err = cmdSimulate(ctx, rest, stdout, stderr)
-	case "replay":
-		err = cmdReplay(ctx, rest, stdout, stderr)
-	case "events":
-		err = cmdEvents(ctx, rest, stdout, stderr)
-	case "prune":
-		err = cmdPrune(ctx, rest, stdout, stderr)
-	case "devdb":
-		err = cmdDevDB(ctx, rest, stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usageText)
-		return ExitOK
-	default:
-		fmt.Fprintf(stderr, "hookledger: unknown command %q\n\n%s", cmd, usageText)
-		return ExitUsage
-	}
+	return run(ctx, args, terminal{in: os.Stdin, out: stdout, errOut: stderr, interactive: isTerminal(os.Stdin)})
+}
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+func run(ctx context.Context, args []string, t terminal) int {
+	root := newRootCommand(t)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.Is(err, flag.ErrHelp):
-		return ExitOK
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "hookledger: %v\n", err)
+		fmt.Fprintf(t.errOut, "hookledger: %s\n", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
+		fmt.Fprintf(t.errOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		return ExitUsage
 	default:
-		fmt.Fprintf(stderr, "hookledger: %v\n", err)
+		fmt.Fprintf(t.errOut, "hookledger: %v\n", err)
 		return ExitFailure
 	}
 }
 
-// newFlags returns a flag set that reports errors instead of exiting.
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("hookledger "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
+// newRootCommand builds the whole command tree.
+func newRootCommand(t terminal) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "hookledger",
+		Short: "An idempotent webhook receiver",
+		Long: `hookledger verifies webhooks, claims every event exactly once in PostgreSQL,
+applies it to business state in order, and pulls back events it missed.
+
+Configuration comes from the environment (DATABASE_URL, HTTP_ADDR, the
+provider secrets ...) and HOOKLEDGER_CONFIG; see README.md.`,
+		Version:           buildVersion().String(),
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		Args:              cobra.ArbitraryArgs,
+		RunE:              groupRun,
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
+	}
+	root.SetIn(t.in)
+	root.SetOut(t.out)
+	root.SetErr(t.errOut)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError("%v", err) })
+	root.AddCommand(
+		serveCommand(),
+		migrateCommand(t),
+		devCommand(t),
+		devDBCommand(),
+		verifyCommand(),
+		replayCommand(),
+		eventsCommand(t),
+		pruneCommand(t),
+		triggerCommand(),
+		simulateCommand(),
+		benchCommand(),
+		versionCommand(),
+	)
+	var plain func(c *cobra.Command)
+	plain = func(c *cobra.Command) {
+		c.DisableFlagsInUseLine = true // every Use line spells its flags
+		for _, sub := range c.Commands() {
+			plain(sub)
+		}
+	}
+	plain(root)
+	return root
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+// groupRun is the run function of a command that only holds subcommands:
+// without one it is a usage error, and an unknown one is named.
+func groupRun(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		cmd.SetOut(cmd.ErrOrStderr())
+		_ = cmd.Help()
+		return usageError("%s: name a command", commandName(cmd))
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf("; did you mean %q?", s[0])
+	}
+	return usageError("%s", msg)
+}
+
+// commandName is the command's path without the program's name.
+func commandName(cmd *cobra.Command) string {
+	if !cmd.HasParent() {
+		return cmd.Name()
+	}
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+}
+
+// noArgs, exactArgs and rangeArgs are cobra's validators with usage errors.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError("%s takes no arguments, got %q", commandName(cmd), strings.Join(args, " "))
 	}
 	return nil
 }
 
-func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlags("serve", stderr)
-	role := fs.String("role", string(config.RoleAll), "all, http or worker")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError("%s takes %s, got %d argument(s)", commandName(cmd), what, len(args))
+		}
+		return nil
 	}
-	r := config.Role(*role)
-	if r != config.RoleAll && r != config.RoleHTTP && r != config.RoleWorker {
-		return fmt.Errorf("%w: --role=%s: want all, http or worker", errUsage, *role)
-	}
-	cfg, err := config.Load()
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	return serve(ctx, cfg, r)
 }
 
-func serve(ctx context.Context, cfg *config.Config, role config.Role) error {
-	log, err := NewLogger(cfg)
-	if err != nil {
-		return err
+func serveCommand() *cobra.Command {
+	var role string
+	cmd := &cobra.Command{
+		Use:   "serve [--role=all|http|worker]",
+		Short: "Receive webhooks and apply them",
+		Long: `Serve the HTTP receiver and the River workers. Every role listens on
+HTTP_ADDR for /healthz, /readyz and /metrics; only all and http take
+webhooks, only all and worker work jobs.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r := config.Role(role)
+			if r != config.RoleAll && r != config.RoleHTTP && r != config.RoleWorker {
+				return usageError("--role=%s: want all, http or worker", role)
+			}
+			cfg, err := config.Load()
+			if err != nil {
+				return fmt.Errorf("configuration:\n%w", err)
+			}
+			return serve(cmd.Context(), cfg, r, nil)
+		},
 	}
-	defer log.Sync() //nolint:errcheck
-	a, err := New(ctx, cfg, log, role)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	return a.Run(ctx)
+	cmd.Flags().StringVar(&role, "role", string(config.RoleAll), "all, http or worker")
+	_ = cmd.RegisterFlagCompletionFunc("role", cobra.FixedCompletions([]string{"all", "http", "worker"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
 }
 
-func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: migrate up|down [--all]|status", errUsage)
+func versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version and VCS revision of this build",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(cmd.OutOrStdout(), buildVersion())
+			return nil
+		},
 	}
-	fs := newFlags("migrate "+args[0], stderr)
-	all := fs.Bool("all", false, "with down: revert every migration")
-	if err := parseFlags(fs, args[1:]); err != nil {
-		return err
-	}
-	cfg, err := config.Load()
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	if err := cfg.RequireDatabase(); err != nil {
-		return err
-	}
-	return migrate(ctx, cfg.DatabaseURL.Reveal(), strings.ToLower(args[0]), *all, stdout)
 }

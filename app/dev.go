@@ -1,32 +1,49 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
+	"net"
 	"strings"
-	"time"
+	"syscall"
+
+	"github.com/spf13/cobra"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/modules/devdb"
-	"github.com/hookledger/hookledger/modules/provider"
 )
 
-// cmdDev serves with development defaults against DATABASE_URL, else a
-// local PostgreSQL, else a throwaway cluster it starts in the project.
-func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if err := parseFlags(newFlags("dev", stderr), args); err != nil {
-		return err
+func devCommand(t terminal) *cobra.Command {
+	return &cobra.Command{
+		Use:   "dev",
+		Short: "Serve against a local PostgreSQL with development defaults",
+		Long: `Serve every role with development defaults: console logs with a live
+feed of claims and applies, the Stripe secret whsec_hookledger_dev when no
+provider secret is set, and DATABASE_URL, else a local PostgreSQL, else a
+throwaway cluster started in .pgdata/. Migrates first. Send it test events
+with 'hookledger trigger TYPE'.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), t.out, t.errOut) },
 	}
+}
+
+// runDev serves with development defaults. It takes the port before
+// anything else, so a port in use is the first thing it reports.
+func runDev(ctx context.Context, stdout, stderr io.Writer) error {
 	cfg, err := config.LoadDev()
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s is already in use (another hookledger dev?): stop it, or set HTTP_ADDR, e.g. HTTP_ADDR=:8081", cfg.HTTPAddr)
+	}
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+	}
+	defer ln.Close()
 	if cfg.DatabaseURL == "" {
 		url, err := devDatabase(ctx, stderr)
 		if err != nil {
@@ -38,29 +55,33 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	fmt.Fprintf(stdout, "hookledger dev: http://%s  database %s  sources %s\n",
-		localAddr(cfg.HTTPAddr), config.RedactURL(cfg.DatabaseURL.Reveal()), sourceNames(cfg))
-	fmt.Fprintf(stdout, "send a signed test event:  go tool task send   (or: go run ./app/cmd/hookledger send)\n")
-	return serve(ctx, cfg, config.RoleAll)
+		localAddr(ln.Addr().String()), config.RedactURL(cfg.DatabaseURL.Reveal()), sourceNames(cfg))
+	fmt.Fprintf(stdout, "send a signed test event:  go tool task trigger -- invoice.paid   (hookledger trigger --list shows every type)\n")
+	return serve(ctx, cfg, config.RoleAll, ln)
 }
 
-// cmdDevDB prints DATABASE_URL, or the URL of the development database on
-// a local or throwaway server.
-func cmdDevDB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if err := parseFlags(newFlags("devdb", stderr), args); err != nil {
-		return err
+func devDBCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "devdb",
+		Short: "Print the development database's URL",
+		Long: `Print DATABASE_URL, else the URL of the development database on a local
+PostgreSQL or the throwaway cluster (started when needed).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.LoadDev()
+			if err != nil {
+				return fmt.Errorf("configuration:\n%w", err)
+			}
+			url := cfg.DatabaseURL.Reveal()
+			if url == "" {
+				if url, err = devDatabase(cmd.Context(), cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), url)
+			return nil
+		},
 	}
-	cfg, err := config.LoadDev()
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	url := cfg.DatabaseURL.Reveal()
-	if url == "" {
-		if url, err = devDatabase(ctx, stderr); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(stdout, url)
-	return nil
 }
 
 func devDatabase(ctx context.Context, stderr io.Writer) (string, error) {
@@ -72,64 +93,12 @@ func devDatabase(ctx context.Context, stderr io.Writer) (string, error) {
 	return devdb.EnsureDatabase(ctx, admin, "hookledger")
 }
 
-// cmdSend posts one signed Stripe event, by default a
-// customer.subscription.created with a fresh id.
-func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := config.LoadDev()
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	secret := config.DevSecret
-	if s, ok := cfg.Source("stripe"); ok {
-		secret = s.Secrets[0].Reveal()
-	}
-	fs := newFlags("send", stderr)
-	url := fs.String("url", "http://"+localAddr(cfg.HTTPAddr)+"/webhooks/stripe", "receiver URL")
-	eventType := fs.String("type", "customer.subscription.created", "event type of the generated event")
-	bodyFile := fs.String("body-file", "", "send this body instead of a generated event")
-	subID := fs.String("subscription", "sub_dev_1", "subscription id of the generated event")
-	status := fs.String("status", "active", "subscription status of the generated event")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	var body []byte
-	if *bodyFile != "" {
-		if body, err = os.ReadFile(*bodyFile); err != nil {
-			return err
-		}
-	} else {
-		body = DevEvent(*eventType, *subID, *status, time.Now())
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Stripe-Signature", provider.SignStripe(secret, time.Now().Unix(), body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	fmt.Fprintf(stdout, "%s %s\n", resp.Status, bytes.TrimSpace(out))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("receiver answered %s", resp.Status)
-	}
-	return nil
-}
-
-// DevEvent builds a Stripe subscription event with a fresh id.
-func DevEvent(eventType, subID, status string, at time.Time) []byte {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return []byte(fmt.Sprintf(`{"id":"evt_dev_%s","object":"event","type":%q,"created":%d,"data":{"object":{"id":%q,"object":"subscription","customer":"cus_dev_1","status":%q,"items":{"data":[{"price":{"id":"price_dev_basic"}}]}}}}`,
-		hex.EncodeToString(b[:]), eventType, at.Unix(), subID, status))
-}
-
 func localAddr(addr string) string {
 	if strings.HasPrefix(addr, ":") {
 		return "127.0.0.1" + addr
+	}
+	if host, port, err := net.SplitHostPort(addr); err == nil && (host == "::" || host == "0.0.0.0") {
+		return "127.0.0.1:" + port
 	}
 	return addr
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,7 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/ent"
 	"github.com/hookledger/hookledger/modules/admin"
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/metrics"
@@ -44,228 +48,381 @@ func openOps(ctx context.Context) (*App, error) {
 
 // parseWhen reads a point in time: RFC 3339, Unix seconds, or a duration
 // meaning that long ago ("2h").
-func parseWhen(v string, now time.Time) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
+func parseWhen(flag, v string, now time.Time) (time.Time, error) {
+	t, err := config.ParseTime(v, now)
+	if err != nil {
+		return t, usageError("--%s %v", flag, err)
 	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, nil
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return time.Unix(n, 0), nil
-	}
-	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, fmt.Errorf("%w: %q: want RFC 3339, Unix seconds or a duration such as 2h", errUsage, v)
+	return t, nil
 }
 
-func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: events list|show|requeue", errUsage)
+func eventsCommand(t terminal) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "events list|show|requeue",
+		Short: "Inspect the ledger and requeue events",
+		Args:  cobra.ArbitraryArgs,
+		RunE:  groupRun,
 	}
-	switch args[0] {
-	case "list":
-		return eventsList(ctx, args[1:], stdout, stderr)
-	case "show":
-		return eventsShow(ctx, args[1:], stdout, stderr)
-	case "requeue":
-		return eventsRequeue(ctx, args[1:], stdout, stderr)
-	}
-	return fmt.Errorf("%w: events %s: want list, show or requeue", errUsage, args[0])
+	cmd.AddCommand(eventsListCommand(), eventsShowCommand(), eventsRequeueCommand(t))
+	return cmd
 }
 
-// filterFlags registers the shared filters and returns a function that
-// builds the ledger filter after parsing.
-func filterFlags(fs interface {
-	String(name, value, usage string) *string
-}) func() (ledger.Filter, error) {
-	status := fs.String("status", "", "claimed, processing, settled or failed")
-	source := fs.String("source", "", "source name")
-	typ := fs.String("type", "", "event type; a trailing .* matches a family")
-	ns := fs.String("namespace", "", "ledger namespace")
-	since := fs.String("since", "", "received at or after: RFC 3339, Unix seconds or a duration ago (2h)")
-	until := fs.String("until", "", "received before: RFC 3339, Unix seconds or a duration ago")
-	return func() (ledger.Filter, error) {
-		f := ledger.Filter{Status: *status, Source: *source, Type: *typ, Namespace: *ns}
-		if f.Status != "" && !ledger.ValidStatus(f.Status) {
-			return f, fmt.Errorf("%w: --status %q: want claimed, processing, settled or failed", errUsage, f.Status)
-		}
-		now := time.Now()
-		var err error
-		if f.Since, err = parseWhen(*since, now); err != nil {
-			return f, err
-		}
-		f.Until, err = parseWhen(*until, now)
-		return f, err
-	}
+// filterFlags are the ledger filters list and requeue share.
+type filterFlags struct {
+	status, source, typ, namespace, since, until string
 }
 
-func eventsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("events list", stderr)
-	build := filterFlags(fs)
-	limit := fs.Int("limit", 50, "rows, at most 500")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func (f *filterFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.status, "status", "", "claimed, processing, settled or failed")
+	fl.StringVar(&f.source, "source", "", "source name")
+	fl.StringVar(&f.typ, "type", "", "event type; a trailing * matches a family (invoice.*)")
+	fl.StringVar(&f.namespace, "namespace", "", "ledger namespace")
+	fl.StringVar(&f.since, "since", "", "received at or after: RFC 3339, Unix seconds or a duration ago (2h)")
+	fl.StringVar(&f.until, "until", "", "received before: RFC 3339, Unix seconds or a duration ago")
+	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions([]string{"claimed", "processing", "settled", "failed"}, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// selects reports whether any filter that narrows a bulk change is set.
+func (f *filterFlags) selects() bool {
+	return f.status != "" || f.source != "" || f.typ != "" || f.since != "" || f.until != ""
+}
+
+func (f *filterFlags) build() (ledger.Filter, error) {
+	lf := ledger.Filter{Status: f.status, Source: f.source, Type: f.typ, Namespace: f.namespace}
+	if lf.Status != "" && !ledger.ValidStatus(lf.Status) {
+		return lf, usageError("--status %q: want claimed, processing, settled or failed", lf.Status)
 	}
-	f, err := build()
-	if err != nil {
-		return err
+	now := time.Now()
+	var err error
+	if lf.Since, err = parseWhen("since", f.since, now); err != nil {
+		return lf, err
 	}
-	if *limit < 1 || *limit > 500 {
-		return fmt.Errorf("%w: --limit: want 1 to 500", errUsage)
+	lf.Until, err = parseWhen("until", f.until, now)
+	return lf, err
+}
+
+// lastErrorWidth is how much of last_error the table shows.
+const lastErrorWidth = 60
+
+func eventsListCommand() *cobra.Command {
+	var (
+		filters filterFlags
+		limit   int
+		after   string
+		asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list [--status S] [--source S] [--type T] [--since T] [--until T] [--limit N] [--after CURSOR] [--json]",
+		Short: "List ledger rows, newest first",
+		Long: `List ledger rows newest first, a page at a time. The table ends with the
+--after value of the next page; --json prints {"events":[...],"next":"..."}
+as the admin API does (next is "" on the last page).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := filters.build()
+			if err != nil {
+				return err
+			}
+			if limit < 1 || limit > 500 {
+				return usageError("--limit %d: want 1 to 500", limit)
+			}
+			f.Limit = limit
+			if after != "" {
+				if f.After, err = strconv.ParseInt(after, 10, 64); err != nil || f.After <= 0 {
+					return usageError("--after %q: pass the next value a previous page printed", after)
+				}
+			}
+			a, err := openOps(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			rows, next, err := ledger.List(cmd.Context(), a.ent, f)
+			if err != nil {
+				return err
+			}
+			return printEvents(cmd.OutOrStdout(), rows, next, asJSON)
+		},
 	}
-	f.Limit = *limit
-	a, err := openOps(ctx)
-	if err != nil {
-		return err
+	filters.register(cmd)
+	cmd.Flags().IntVar(&limit, "limit", 50, "rows per page, at most 500")
+	cmd.Flags().StringVar(&after, "after", "", "the next value of the previous page")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printEvents(w io.Writer, rows []*ent.WebhookEvent, next int64, asJSON bool) error {
+	cursor := ""
+	if next > 0 {
+		cursor = strconv.FormatInt(next, 10)
 	}
-	defer a.Close()
-	rows, _, err := ledger.List(ctx, a.ent, f)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
+	if asJSON {
 		events := make([]admin.Event, len(rows))
 		for i, r := range rows {
 			events[i] = admin.EventOf(r, false)
 		}
-		return json.NewEncoder(stdout).Encode(map[string]any{"events": events})
+		return json.NewEncoder(w).Encode(map[string]any{"events": events, "next": cursor})
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RECEIVED\tNAMESPACE\tEVENT ID\tTYPE\tSTATUS\tATTEMPTS\tLAST ERROR")
 	for _, r := range rows {
 		lastErr := ""
 		if r.LastError != nil {
-			lastErr = strings.SplitN(*r.LastError, "\n", 2)[0]
+			lastErr = shorten(strings.SplitN(*r.LastError, "\n", 2)[0], lastErrorWidth)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ReceivedAt.UTC().Format(time.RFC3339), r.Namespace, r.EventID,
 			r.EventType, r.Status, r.Attempts, lastErr)
 	}
-	return tw.Flush()
-}
-
-func eventsShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("events show", stderr)
-	ns := fs.String("namespace", "", "ledger namespace, when the id is ambiguous")
-	id, rest := splitID(args)
-	if err := parseFlags(fs, rest); err != nil {
+	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if id == "" {
-		return fmt.Errorf("%w: events show EVENT_ID [--namespace NS]", errUsage)
+	if cursor != "" {
+		fmt.Fprintf(w, "more: --after %s\n", cursor)
 	}
+	return nil
+}
+
+// shorten cuts s to at most n runes, marking the cut.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func eventsShowCommand() *cobra.Command {
+	var ns string
+	cmd := &cobra.Command{
+		Use:   "show EVENT_ID [--namespace NS]",
+		Short: "Print one ledger row with its payload and its River job",
+		Args:  exactArgs(1, "one event id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := openOps(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			row, err := ledger.Find(cmd.Context(), a.ent, ns, args[0])
+			if err != nil {
+				return err
+			}
+			job, err := ledger.FindJob(cmd.Context(), a.db, row.Namespace, row.EventID)
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(map[string]any{"event": admin.EventOf(row, true), "job": job})
+		},
+	}
+	cmd.Flags().StringVar(&ns, "namespace", "", "ledger namespace, when the id is ambiguous")
+	return cmd
+}
+
+func eventsRequeueCommand(t terminal) *cobra.Command {
+	var (
+		filters filterFlags
+		force   bool
+		all     bool
+		bulk    bulkFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "requeue [--force] [--dry-run] (ID... | --status S | --type T | --since T | --until T | --all) [--yes]",
+		Short: "Apply events again: the named ones, or those a filter selects",
+		Long: `Set events back to claimed and make their apply job run now, in one
+transaction each: River's existing job when it still has it, else a new one.
+
+With ids, exactly the named events are requeued, whatever the order of ids
+and flags. Without ids, a filter (--status, --source, --type, --since,
+--until) or --all selects them: failed events, or settled ones with --force.
+A bulk requeue of more than one event shows the count and asks for
+confirmation on a terminal; without a terminal it needs --yes.
+
+Settled events are applied again only with --force, to re-run a fixed
+handler.`,
+		Example: `  hookledger events requeue evt_1Pgc6r
+  hookledger events requeue --force evt_1Pgc6r evt_1Pgc7s
+  hookledger events requeue --status failed --yes
+  hookledger events requeue --force --type 'invoice.*' --since 24h --dry-run`,
+		RunE: func(cmd *cobra.Command, ids []string) error {
+			if len(ids) > 0 {
+				if filters.selects() || all {
+					return usageError("name event ids or select them with filters/--all, not both")
+				}
+				return requeueIDs(cmd.Context(), cmd.OutOrStdout(), filters.namespace, ids, force, bulk.dryRun)
+			}
+			if !filters.selects() && !all {
+				return usageError("name the event ids to requeue, or select them with a filter (--status, --source, --type, --since, --until) or --all")
+			}
+			f, err := filters.build()
+			if err != nil {
+				return err
+			}
+			switch {
+			case f.Status == "" && force:
+				f.Status = "settled"
+			case f.Status == "":
+				f.Status = "failed"
+			}
+			if f.Status != "failed" && !(f.Status == "settled" && force) {
+				return usageError("requeue takes failed events, or settled ones with --force")
+			}
+			return requeueBulk(cmd.Context(), t, f, force, bulk)
+		},
+	}
+	filters.register(cmd)
+	cmd.Flags().BoolVar(&force, "force", false, "apply settled events again")
+	cmd.Flags().BoolVar(&all, "all", false, "without ids or filters: every failed event (with --force: every settled one)")
+	bulk.register(cmd, "print what would be requeued, and change nothing")
+	return cmd
+}
+
+// requeueIDs requeues exactly the named events. Every id is looked up
+// before any is changed, so a typo changes nothing.
+func requeueIDs(ctx context.Context, w io.Writer, ns string, ids []string, force, dryRun bool) error {
 	a, err := openOps(ctx)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	row, err := ledger.Find(ctx, a.ent, *ns, id)
-	if err != nil {
-		return err
+	rows := make([]*ent.WebhookEvent, len(ids))
+	for i, id := range ids {
+		if rows[i], err = ledger.Find(ctx, a.ent, ns, id); err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		if rows[i].Status == "settled" && !force {
+			return fmt.Errorf("%s/%s: %w", rows[i].Namespace, rows[i].EventID, ledger.ErrSettled)
+		}
 	}
-	job, err := ledger.FindJob(ctx, a.db, row.Namespace, row.EventID)
-	if err != nil {
-		return err
+	var failed []error
+	for _, r := range rows {
+		if dryRun {
+			fmt.Fprintf(w, "would requeue %s/%s (%s, %s)\n", r.Namespace, r.EventID, r.EventType, r.Status)
+			continue
+		}
+		res, err := requeueOne(ctx, a, r.Namespace, r.EventID, force)
+		if err != nil {
+			failed = append(failed, fmt.Errorf("%s/%s: %w", r.Namespace, r.EventID, err))
+			continue
+		}
+		fmt.Fprintf(w, "%s/%s: %s\n", r.Namespace, r.EventID, res)
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(map[string]any{"event": admin.EventOf(row, true), "job": job})
+	return errors.Join(failed...)
 }
 
-// eventsRequeue requeues one event by id, every failed event, or (with
-// --force) settled events in a window, to re-run a fixed handler.
-func eventsRequeue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("events requeue", stderr)
-	build := filterFlags(fs)
-	force := fs.Bool("force", false, "apply settled events again")
-	dryRun := fs.Bool("dry-run", false, "count what would be requeued")
-	id, rest := splitID(args)
-	if err := parseFlags(fs, rest); err != nil {
-		return err
-	}
-	f, err := build()
+// requeueOne is the one call of ledger.Requeue, rendered for a person.
+func requeueOne(ctx context.Context, a *App, ns, id string, force bool) (string, error) {
+	res, err := ledger.Requeue(ctx, a.db, a.river, ns, id, force)
 	if err != nil {
-		return err
+		return "", err
 	}
+	return fmt.Sprint(res), nil
+}
+
+// requeueMatching is the one call of ledger.RequeueMatching: what it did
+// with each event f selects (with dryRun, their count as Requeued).
+func requeueMatching(ctx context.Context, a *App, f ledger.Filter, force, dryRun bool) (ledger.RequeueCounts, error) {
+	return ledger.RequeueMatching(ctx, a.db, a.river, f, force, dryRun)
+}
+
+// requeueBulk counts what f selects, lists it with --dry-run, asks, and
+// requeues.
+func requeueBulk(ctx context.Context, t terminal, f ledger.Filter, force bool, bulk bulkFlags) error {
 	a, err := openOps(ctx)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	if id != "" {
-		row, err := ledger.Find(ctx, a.ent, f.Namespace, id)
+	counted, err := requeueMatching(ctx, a, f, force, true)
+	if err != nil {
+		return err
+	}
+	n := counted.Requeued
+	if bulk.dryRun {
+		if err := listMatching(ctx, t.out, a, f); err != nil {
+			return err
+		}
+		fmt.Fprintf(t.out, "would requeue %d %s event(s)\n", n, f.Status)
+		return nil
+	}
+	if n == 0 {
+		fmt.Fprintf(t.out, "no %s event matches: nothing requeued\n", f.Status)
+		return nil
+	}
+	if err := bulk.confirm(t, int64(n), fmt.Sprintf("requeue %d %s event(s)", n, f.Status)); err != nil {
+		return err
+	}
+	done, err := requeueMatching(ctx, a, f, force, false)
+	if err != nil {
+		return fmt.Errorf("after requeueing %d event(s): %w", done.Requeued, err)
+	}
+	fmt.Fprintf(t.out, "requeued %d %s event(s); %d already being applied; %d skipped\n", done.Requeued, f.Status, done.Pending, done.Skipped)
+	for reason, k := range done.Reasons {
+		fmt.Fprintf(t.out, "  %d skipped: %s\n", k, reason)
+	}
+	return nil
+}
+
+// listMatching prints every row f selects, oldest page last.
+func listMatching(ctx context.Context, w io.Writer, a *App, f ledger.Filter) error {
+	f.After, f.Limit = 0, 500
+	for {
+		rows, next, err := ledger.List(ctx, a.ent, f)
 		if err != nil {
 			return err
 		}
-		if *dryRun {
-			fmt.Fprintf(stdout, "would requeue %s/%s (%s)\n", row.Namespace, row.EventID, row.Status)
+		for _, r := range rows {
+			fmt.Fprintf(w, "would requeue %s/%s (%s, %s)\n", r.Namespace, r.EventID, r.EventType, r.Status)
+		}
+		if next == 0 {
 			return nil
 		}
-		res, err := ledger.Requeue(ctx, a.db, a.river, row.Namespace, row.EventID, *force)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s/%s: %s\n", row.Namespace, row.EventID, res)
-		return nil
+		f.After = next
 	}
-	switch {
-	case f.Status == "" && *force:
-		f.Status = "settled"
-	case f.Status == "":
-		f.Status = "failed"
-	}
-	if f.Status != "failed" && !(f.Status == "settled" && *force) {
-		return fmt.Errorf("%w: requeue takes failed events, or settled ones with --force", errUsage)
-	}
-	counts, err := ledger.RequeueMatching(ctx, a.db, a.river, f, *force, *dryRun)
-	if err != nil {
-		return err
-	}
-	if *dryRun {
-		fmt.Fprintf(stdout, "would requeue %d %s event(s)\n", counts.Requeued, f.Status)
-		return nil
-	}
-	fmt.Fprintf(stdout, "requeued %d %s event(s); %d already being applied; %d skipped\n", counts.Requeued, f.Status, counts.Pending, counts.Skipped)
-	for reason, n := range counts.Reasons {
-		fmt.Fprintf(stdout, "  %d skipped: %s\n", n, reason)
-	}
-	return nil
 }
 
-// splitID takes a leading positional event id off args.
-func splitID(args []string) (string, []string) {
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		return args[0], args[1:]
+func pruneCommand(t terminal) *cobra.Command {
+	var bulk bulkFlags
+	cmd := &cobra.Command{
+		Use:   "prune [--dry-run] [--yes]",
+		Short: "Delete settled events older than RETENTION",
+		Long: `Delete settled ledger rows received before now - RETENTION (default
+2160h), in batches. It shows the count first; deleting more than one row
+asks for confirmation on a terminal, and needs --yes without one.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			a, err := openOps(ctx)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			r, err := ledger.Prune(ctx, a.db, a.cfg.Retention, true)
+			if err != nil {
+				return err
+			}
+			oldest := "none"
+			if !r.Oldest.IsZero() {
+				oldest = r.Oldest.UTC().Format(time.RFC3339)
+			}
+			cutoff := r.Cutoff.UTC().Format(time.RFC3339)
+			if bulk.dryRun {
+				fmt.Fprintf(t.out, "would delete %d settled event(s) received before %s (RETENTION %s); oldest %s\n",
+					r.Rows, cutoff, a.cfg.Retention, oldest)
+				return nil
+			}
+			if err := bulk.confirm(t, r.Rows, fmt.Sprintf("delete %d settled event(s) received before %s", r.Rows, cutoff)); err != nil {
+				return err
+			}
+			if r, err = ledger.Prune(ctx, a.db, a.cfg.Retention, false); err != nil {
+				return err
+			}
+			fmt.Fprintf(t.out, "deleted %d settled event(s) received before %s\n", r.Rows, r.Cutoff.UTC().Format(time.RFC3339))
+			return nil
+		},
 	}
-	return "", args
-}
-
-func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("prune", stderr)
-	dryRun := fs.Bool("dry-run", false, "count what would be deleted")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	a, err := openOps(ctx)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	r, err := ledger.Prune(ctx, a.db, a.cfg.Retention, *dryRun)
-	if err != nil {
-		return err
-	}
-	if *dryRun {
-		oldest := "none"
-		if !r.Oldest.IsZero() {
-			oldest = r.Oldest.UTC().Format(time.RFC3339)
-		}
-		fmt.Fprintf(stdout, "would delete %d settled event(s) received before %s (RETENTION %s); oldest %s\n",
-			r.Rows, r.Cutoff.UTC().Format(time.RFC3339), a.cfg.Retention, oldest)
-		return nil
-	}
-	fmt.Fprintf(stdout, "deleted %d settled event(s) received before %s\n", r.Rows, r.Cutoff.UTC().Format(time.RFC3339))
-	return nil
+	bulk.register(cmd, "count what would be deleted, and delete nothing")
+	return cmd
 }

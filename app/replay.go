@@ -12,123 +12,196 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/replay"
 )
 
-// cmdReplay pulls events back from a provider's API. The last line of
-// stdout is the JSON stats; the exit code is 1 when any event failed.
-func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return fmt.Errorf("%w: replay stripe|github|paddle --since T [--until T] [--types a,b] [--failed-only] [--target URL]", errUsage)
+func replayCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "replay stripe|paddle|github",
+		Short: "Pull missed events back from a provider's API",
+		Long: `Pull events back from a provider's API and feed each through the same
+claim as an HTTP delivery: what the ledger has is a duplicate, only missing
+events are new. With DATABASE_URL and no --target, events are claimed here;
+with --target, each is POSTed there with X-Replay-Token: $REPLAY_TOKEN.
+
+Times are RFC 3339, Unix seconds, or a duration meaning that long ago (2h).
+The last line of stdout is {"fetched":N,"new":N,"duplicate":N,"failed":N};
+the exit code is 1 when anything failed.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: groupRun,
 	}
-	name := args[0]
-	fs := newFlags("replay "+name, stderr)
-	since := fs.String("since", "", "from: RFC 3339, Unix seconds or a duration ago (2h)")
-	until := fs.String("until", "", "to (default now)")
-	types := fs.String("types", "", "comma-separated event types")
-	failedOnly := fs.Bool("failed-only", false, "stripe: only events whose delivery failed (delivery_success=false)")
-	target := fs.String("target", "", "POST events to this receiver URL with X-Replay-Token instead of claiming them here")
-	sourceName := fs.String("source", name, "configured source whose namespace direct mode claims into")
-	repo := fs.String("repo", "", "github: owner/name")
-	hook := fs.String("hook", "", "github: webhook id (X-GitHub-Hook-ID)")
-	dryRun := fs.Bool("dry-run", false, "github: list the deliveries that would be redelivered")
-	if err := parseFlags(fs, args[1:]); err != nil {
-		return err
-	}
+	cmd.AddCommand(replayEventsCommand("stripe", "STRIPE_API_KEY"), replayEventsCommand("paddle", "PADDLE_API_KEY"), replayGitHubCommand())
+	return cmd
+}
+
+// window reads --since (required) and --until.
+func window(since, until string) (time.Time, time.Time, error) {
 	now := time.Now()
-	from, err := parseWhen(*since, now)
+	from, err := parseWhen("since", since, now)
 	if err != nil {
-		return err
+		return from, time.Time{}, err
 	}
 	if from.IsZero() {
-		return fmt.Errorf("%w: --since is required", errUsage)
+		return from, time.Time{}, usageError("--since is required")
 	}
-	to, err := parseWhen(*until, now)
-	if err != nil {
-		return err
-	}
-	var typeList []string
-	for _, t := range strings.Split(*types, ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			typeList = append(typeList, t)
-		}
-	}
-	cfg, err := config.Load()
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	progress, done := progressReporter(stderr)
-	defer done()
+	to, err := parseWhen("until", until, now)
+	return from, to, err
+}
 
-	var stats replay.Stats
-	switch name {
-	case "github":
-		if *repo == "" || *hook == "" {
-			return fmt.Errorf("%w: replay github needs --repo owner/name and --hook ID", errUsage)
-		}
-		o := replay.GitHubOptions{
-			APIBase: cfg.GitHubAPIBase, Token: cfg.GitHubToken.Reveal(), Repo: *repo, HookID: *hook, Since: from, DryRun: *dryRun,
-			Report: func(d replay.Delivery) {
-				verb := "redelivering"
-				if *dryRun {
-					verb = "would redeliver"
-				}
-				fmt.Fprintf(stdout, "%s %s (delivery %d, %s, last status %d)\n", verb, d.GUID, d.ID, d.Event, d.StatusCode)
-			},
-		}
-		if cfg.DatabaseURL != "" {
-			a, err := openOps(ctx)
+// replayEventsCommand replays a provider with an events API (Stripe,
+// Paddle).
+func replayEventsCommand(name, keyVar string) *cobra.Command {
+	var since, until, types, target, source string
+	var failedOnly bool
+	cmd := &cobra.Command{
+		Use:   name + " --since T [--until T] [--types a,b] [--target URL]",
+		Short: "Replay " + strings.ToUpper(name[:1]) + name[1:] + "'s events API (needs " + keyVar + ")",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			from, to, err := window(since, until)
 			if err != nil {
 				return err
 			}
-			defer a.Close()
-			ns := a.source(*sourceName, "github").Namespace
-			o.Seen = func(ctx context.Context, guid string) (bool, error) {
-				_, err := ledger.Find(ctx, a.ent, ns, guid)
-				if errors.Is(err, ledger.ErrNotFound) {
-					return false, nil
-				}
-				return err == nil, err
+			cfg, err := config.Load()
+			if err != nil {
+				return fmt.Errorf("configuration:\n%w", err)
 			}
-		}
-		stats, err = replay.GitHub(ctx, o, progress)
-	case "stripe", "paddle":
-		sink, closeSink, serr := replaySink(ctx, cfg, name, *sourceName, *target)
-		if serr != nil {
-			return serr
-		}
-		defer closeSink()
-		if name == "stripe" {
-			stats, err = replay.Stripe(ctx, replay.StripeOptions{
-				APIBase: cfg.StripeAPIBase, APIKey: cfg.StripeAPIKey.Reveal(), Since: from, Until: to, Types: typeList, FailedOnly: *failedOnly,
-			}, sink, progress)
-		} else {
-			stats, err = replay.Paddle(ctx, replay.PaddleOptions{
-				APIBase: cfg.PaddleAPIBase, APIKey: cfg.PaddleAPIKey.Reveal(), Since: from, Until: to, Types: typeList,
-			}, sink, progress)
-		}
-	default:
-		return fmt.Errorf("%w: replay %s: want stripe, github or paddle", errUsage, name)
+			key := cfg.StripeAPIKey
+			if name == "paddle" {
+				key = cfg.PaddleAPIKey
+			}
+			if key == "" {
+				return fmt.Errorf("%s is not set: replay reads %s's events API with it", keyVar, name)
+			}
+			ctx := cmd.Context()
+			sink, closeSink, err := replaySink(ctx, cfg, name, source, target)
+			if err != nil {
+				return err
+			}
+			defer closeSink()
+			progress, done := progressReporter(cmd.ErrOrStderr())
+			defer done()
+			var stats replay.Stats
+			if name == "stripe" {
+				stats, err = replay.Stripe(ctx, replay.StripeOptions{
+					APIBase: cfg.StripeAPIBase, APIKey: key.Reveal(), Since: from, Until: to, Types: splitList(types), FailedOnly: failedOnly,
+				}, sink, progress)
+			} else {
+				stats, err = replay.Paddle(ctx, replay.PaddleOptions{
+					APIBase: cfg.PaddleAPIBase, APIKey: key.Reveal(), Since: from, Until: to, Types: splitList(types),
+				}, sink, progress)
+			}
+			done()
+			return printStats(cmd.OutOrStdout(), stats, err)
+		},
 	}
-	done()
+	fl := cmd.Flags()
+	fl.StringVar(&since, "since", "", "from: RFC 3339, Unix seconds or a duration ago (2h); required")
+	fl.StringVar(&until, "until", "", "to (default now)")
+	fl.StringVar(&types, "types", "", "comma-separated event types")
+	fl.StringVar(&target, "target", "", "POST events to this receiver URL with X-Replay-Token instead of claiming them here")
+	fl.StringVar(&source, "source", name, "configured source whose namespace direct mode claims into")
+	if name == "stripe" {
+		fl.BoolVar(&failedOnly, "failed-only", false, "only events whose delivery failed (delivery_success=false)")
+	}
+	return cmd
+}
+
+func replayGitHubCommand() *cobra.Command {
+	var since, repo, hook, source string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "github --repo owner/name --hook ID --since T [--dry-run]",
+		Short: "Ask GitHub to redeliver the hook's failed deliveries the ledger lacks (needs GITHUB_TOKEN)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			from, _, err := window(since, "")
+			if err != nil {
+				return err
+			}
+			if repo == "" || hook == "" {
+				return usageError("replay github needs --repo owner/name and --hook ID")
+			}
+			cfg, err := config.Load()
+			if err != nil {
+				return fmt.Errorf("configuration:\n%w", err)
+			}
+			if cfg.GitHubToken == "" {
+				return errors.New("GITHUB_TOKEN is not set: replay lists and redelivers the hook's deliveries with it")
+			}
+			ctx, stdout := cmd.Context(), cmd.OutOrStdout()
+			o := replay.GitHubOptions{
+				APIBase: cfg.GitHubAPIBase, Token: cfg.GitHubToken.Reveal(), Repo: repo, HookID: hook, Since: from, DryRun: dryRun,
+				Report: func(d replay.Delivery) {
+					verb := "redelivering"
+					if dryRun {
+						verb = "would redeliver"
+					}
+					fmt.Fprintf(stdout, "%s %s (delivery %d, %s, last status %d)\n", verb, d.GUID, d.ID, d.Event, d.StatusCode)
+				},
+			}
+			if cfg.DatabaseURL != "" {
+				a, err := openOps(ctx)
+				if err != nil {
+					return err
+				}
+				defer a.Close()
+				ns := a.source(source, "github").Namespace
+				o.Seen = func(ctx context.Context, guid string) (bool, error) {
+					_, err := ledger.Find(ctx, a.ent, ns, guid)
+					if errors.Is(err, ledger.ErrNotFound) {
+						return false, nil
+					}
+					return err == nil, err
+				}
+			}
+			progress, done := progressReporter(cmd.ErrOrStderr())
+			defer done()
+			stats, err := replay.GitHub(ctx, o, progress)
+			done()
+			return printStats(stdout, stats, err)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&since, "since", "", "from: RFC 3339, Unix seconds or a duration ago (24h); required")
+	fl.StringVar(&repo, "repo", "", "owner/name")
+	fl.StringVar(&hook, "hook", "", "webhook id (X-GitHub-Hook-ID)")
+	fl.StringVar(&source, "source", "github", "configured source whose namespace the ledger is checked in")
+	fl.BoolVar(&dryRun, "dry-run", false, "list the deliveries that would be redelivered")
+	return cmd
+}
+
+// printStats writes the JSON stats as the last line and passes err on.
+func printStats(w io.Writer, stats replay.Stats, err error) error {
 	line, _ := json.Marshal(stats)
-	fmt.Fprintln(stdout, string(line))
+	fmt.Fprintln(w, string(line))
 	return err
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, t := range strings.Split(v, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // replaySink claims directly when DATABASE_URL is set, or posts to target.
 func replaySink(ctx context.Context, cfg *config.Config, providerName, sourceName, target string) (replay.Sink, func(), error) {
 	if target != "" {
 		if cfg.ReplayToken == "" {
-			return nil, nil, fmt.Errorf("%w: --target needs REPLAY_TOKEN, the token the receiver expects", errUsage)
+			return nil, nil, usageError("--target needs REPLAY_TOKEN, the token the receiver expects")
 		}
 		return &replay.Target{URL: target, Token: cfg.ReplayToken.Reveal(), HTTP: &http.Client{Timeout: 30 * time.Second}}, func() {}, nil
 	}
 	if cfg.DatabaseURL == "" {
-		return nil, nil, fmt.Errorf("%w: set DATABASE_URL to claim events directly, or pass --target URL", errUsage)
+		return nil, nil, usageError("set DATABASE_URL to claim events directly, or pass --target URL")
 	}
 	a, err := openOps(ctx)
 	if err != nil {
@@ -141,10 +214,7 @@ func replaySink(ctx context.Context, cfg *config.Config, providerName, sourceNam
 // otherwise.
 func progressReporter(w io.Writer) (func(replay.Stats), func()) {
 	f, ok := w.(*os.File)
-	if !ok {
-		return nil, func() {}
-	}
-	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+	if !ok || !isTerminal(f) {
 		return nil, func() {}
 	}
 	bar := progressbar.NewOptions64(-1,

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,74 +9,85 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/modules/provider"
 )
 
-// listFlag is a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ", ") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
-// cmdVerify checks one delivery's signature offline: exit 0 valid, 1
-// invalid (reason on stderr), 2 usage error. It judges the signature and
-// the provider's signature headers only, not the body's JSON.
-func cmdVerify(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("verify", stderr)
-	name := fs.String("provider", "", "stripe, github, shopify, paddle, slack or standard")
-	var secrets, headers listFlag
-	fs.Var(&secrets, "secret", "signing secret (repeat for several: any one matches)")
-	fs.Var(&headers, "header", "a delivery header, 'Name: value' (repeatable)")
-	bodyFile := fs.String("body-file", "", "file holding the exact body bytes")
-	at := fs.String("at", "", "Unix time to check the timestamp against (default now)")
-	tolerance := fs.String("tolerance", "", "timestamp tolerance: Go duration or seconds; 0 turns the check off (default: the provider's)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func verifyCommand() *cobra.Command {
+	var o verifyOptions
+	cmd := &cobra.Command{
+		Use:   "verify --provider P --secret S [--header 'Name: value']... --body-file F [--at UNIX] [--tolerance D]",
+		Short: "Check one delivery's signature offline",
+		Long: `Check one delivery's signature offline: exit 0 valid, 1 invalid (the reason
+on stderr), 2 on a usage error. It judges the signature and the provider's
+signature headers only, not the body's JSON. Secrets are numbered from 0,
+as the ledger's secret_index and the configuration count them.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runVerify(o, cmd.OutOrStdout()) },
 	}
-	p, ok := provider.Lookup(*name)
+	fl := cmd.Flags()
+	fl.StringVar(&o.name, "provider", "", strings.Join(provider.Names(), ", "))
+	fl.StringArrayVar(&o.secrets, "secret", nil, "signing secret (repeat for several: any one matches)")
+	fl.StringArrayVar(&o.headers, "header", nil, "a delivery header, 'Name: value' (repeatable)")
+	fl.StringVar(&o.bodyFile, "body-file", "", "file holding the exact body bytes")
+	fl.StringVar(&o.at, "at", "", "Unix time to check the timestamp against (default now)")
+	fl.StringVar(&o.tolerance, "tolerance", "", "timestamp tolerance: Go duration or seconds; 0 turns the check off (default: the provider's)")
+	_ = cmd.RegisterFlagCompletionFunc("provider", cobra.FixedCompletions(provider.Names(), cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+type verifyOptions struct {
+	name, bodyFile, at, tolerance string
+	secrets, headers              []string
+}
+
+// runVerify checks one delivery's signature.
+func runVerify(o verifyOptions, stdout io.Writer) error {
+	p, ok := provider.Lookup(o.name)
 	switch {
-	case *name == "":
+	case o.name == "":
 		return fmt.Errorf("%w: --provider is required (%s)", errUsage, strings.Join(provider.Names(), ", "))
 	case !ok:
-		return fmt.Errorf("%w: unknown provider %q (%s)", errUsage, *name, strings.Join(provider.Names(), ", "))
-	case len(secrets) == 0:
+		return fmt.Errorf("%w: unknown provider %q (%s)", errUsage, o.name, strings.Join(provider.Names(), ", "))
+	case len(o.secrets) == 0:
 		return fmt.Errorf("%w: --secret is required", errUsage)
-	case *bodyFile == "":
+	case o.bodyFile == "":
 		return fmt.Errorf("%w: --body-file is required", errUsage)
 	}
 	h := http.Header{}
-	for _, hv := range headers {
+	for _, hv := range o.headers {
 		k, v, ok := strings.Cut(hv, ":")
 		if !ok || strings.TrimSpace(k) == "" {
 			return fmt.Errorf("%w: --header %q: want 'Name: value'", errUsage, hv)
 		}
 		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
-	body, err := os.ReadFile(*bodyFile)
+	body, err := os.ReadFile(o.bodyFile)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	now := time.Now()
-	if *at != "" {
-		sec, err := strconv.ParseInt(*at, 10, 64)
+	if o.at != "" {
+		sec, err := strconv.ParseInt(o.at, 10, 64)
 		if err != nil {
-			return fmt.Errorf("%w: --at %q: want Unix seconds", errUsage, *at)
+			return fmt.Errorf("%w: --at %q: want Unix seconds", errUsage, o.at)
 		}
 		now = time.Unix(sec, 0)
 	}
 	tol := time.Duration(-1)
-	if *tolerance != "" {
-		if tol, err = config.ParseDuration(*tolerance); err != nil || tol < 0 {
-			return fmt.Errorf("%w: --tolerance %q: want a duration such as 10s, or seconds", errUsage, *tolerance)
+	if o.tolerance != "" {
+		if tol, err = config.ParseDuration(o.tolerance); err != nil || tol < 0 {
+			return fmt.Errorf("%w: --tolerance %q: want a duration such as 10s, or seconds", errUsage, o.tolerance)
 		}
 	}
-	keys := make([][]byte, len(secrets))
-	for i, s := range secrets {
+	keys := make([][]byte, len(o.secrets))
+	for i, s := range o.secrets {
 		keys[i] = []byte(s)
 		if p == provider.Standard {
 			if _, err := provider.StandardKey(keys[i]); err != nil {
-				return fmt.Errorf("%w: --secret %d is not a Standard Webhooks secret (whsec_ and base64)", errUsage, i+1)
+				return usageError("--secret %d (counting from 0) is not a Standard Webhooks secret (whsec_ and base64)", i)
 			}
 		}
 	}
@@ -85,6 +95,6 @@ func cmdVerify(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "valid: %s signature matches secret %d\n", p.Name, v.SecretIndex+1)
+	fmt.Fprintf(stdout, "valid: %s signature matches secret %d (secret_index %d, counting from 0)\n", p.Name, v.SecretIndex, v.SecretIndex)
 	return nil
 }

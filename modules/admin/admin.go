@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
+	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ent"
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/metrics"
@@ -95,12 +96,13 @@ func filter(c *gin.Context) (ledger.Filter, bool) {
 		return f, false
 	}
 	var err error
-	if f.Since, err = parseTime(c.Query("since")); err != nil {
-		badRequest(c, "since: want an RFC 3339 time")
+	now := time.Now()
+	if f.Since, err = config.ParseTime(c.Query("since"), now); err != nil {
+		badRequest(c, "since: "+err.Error())
 		return f, false
 	}
-	if f.Until, err = parseTime(c.Query("until")); err != nil {
-		badRequest(c, "until: want an RFC 3339 time")
+	if f.Until, err = config.ParseTime(c.Query("until"), now); err != nil {
+		badRequest(c, "until: "+err.Error())
 		return f, false
 	}
 	return f, true
@@ -246,11 +248,4 @@ func (h *handler) stats(c *gin.Context) {
 func (h *handler) fail(c *gin.Context, err error) {
 	web.Logger(c).Error("admin request failed", zap.Error(err))
 	c.JSON(http.StatusInternalServerError, gin.H{"error": "internal error"})
-}
-
-func parseTime(v string) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	return time.Parse(time.RFC3339Nano, v)
 }

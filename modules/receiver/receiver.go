@@ -194,7 +194,7 @@ func (h *handler) receive(c *gin.Context) {
 	h.cfg.Metrics.ClaimSeconds.WithLabelValues(src.Name).Observe(time.Since(start).Seconds())
 	switch {
 	case err == nil && claimed:
-		log.Debug("event claimed", zap.Bool("replayed", claim.Replayed))
+		log.Named("feed").Info("--> "+ev.Type+" "+ev.ID+" claimed", zap.Bool("replayed", claim.Replayed))
 		h.answer(c, src.Name, metrics.OutcomeClaimed, http.StatusOK, Response{Status: "claimed", EventID: ev.ID})
 	case err == nil:
 		h.cfg.Metrics.Duplicates.Add(src.Name)
@@ -202,7 +202,7 @@ func (h *handler) receive(c *gin.Context) {
 			h.cfg.Metrics.WouldSkip.WithLabelValues(src.Name).Inc()
 			log.Warn("duplicate delivery: would skip; applying again (CLAIM_MODE=log-only)", zap.Bool("replayed", claim.Replayed))
 		} else {
-			log.Info("duplicate delivery", zap.Bool("replayed", claim.Replayed))
+			log.Named("feed").Info("--> "+ev.Type+" "+ev.ID+" duplicate", zap.Bool("replayed", claim.Replayed))
 		}
 		h.answer(c, src.Name, metrics.OutcomeDuplicate, http.StatusOK, Response{Status: "duplicate", EventID: ev.ID})
 	case ledger.IsBadData(err):

@@ -43,6 +43,13 @@ type Options struct {
 	Deadline     time.Duration
 	HTTP         *http.Client
 	Seed         uint64
+	// Types, when set, sends these event types (Templates) in turn, built
+	// from real payloads with fresh ids; else each provider's default
+	// generator, whose Expect the fault tests check.
+	Types []string
+	// ProgressFunc, when set, is called after each delivery with the
+	// number of deliveries answered so far and the total.
+	ProgressFunc func(done, total int)
 }
 
 // Report is what was sent and what came back.
@@ -97,13 +104,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.HTTP = &http.Client{Timeout: 10 * time.Second}
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
-	gen, ok := generators[o.Provider.Name]
-	if !ok {
-		return nil, fmt.Errorf("simulate: no event generator for %s", o.Provider.Name)
+	gen, err := generator(o)
+	if err != nil {
+		return nil, err
 	}
 	events := make([]*event, o.Events)
 	for i := range events {
-		events[i] = gen(o.Prefix, i, o.Events)
+		if events[i], err = gen(o.Prefix, i, o.Events); err != nil {
+			return nil, err
+		}
 	}
 	var plan []delivery
 	for _, ev := range events {
@@ -129,10 +138,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer cancel()
 	start := time.Now()
 	var (
-		mu    sync.Mutex
-		acked = map[string]bool{}
-		wg    sync.WaitGroup
-		queue = make(chan delivery)
+		mu       sync.Mutex
+		answered int
+		acked    = map[string]bool{}
+		wg       sync.WaitGroup
+		queue    = make(chan delivery)
 	)
 	var tick <-chan time.Time
 	if o.Rate > 0 {
@@ -152,7 +162,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				if status == "200 claimed" || status == "200 duplicate" {
 					acked[d.event.id] = true
 				}
+				answered++
+				n := answered
 				mu.Unlock()
+				if o.ProgressFunc != nil {
+					o.ProgressFunc(n, len(plan))
+				}
 			}
 		}()
 	}
@@ -186,6 +201,32 @@ feed:
 		r.Unacked = []string{}
 	}
 	return r, nil
+}
+
+// generator picks the event generator of a run.
+func generator(o Options) (func(prefix string, i, n int) (*event, error), error) {
+	if len(o.Types) == 0 {
+		gen, ok := generators[o.Provider.Name]
+		if !ok {
+			return nil, fmt.Errorf("simulate: no event generator for %s", o.Provider.Name)
+		}
+		return func(prefix string, i, n int) (*event, error) { return gen(prefix, i, n), nil }, nil
+	}
+	ts := make([]Template, len(o.Types))
+	for i, typ := range o.Types {
+		t, ok := LookupTemplate(typ)
+		if !ok || t.Provider != o.Provider.Name {
+			return nil, fmt.Errorf("simulate: %s is not a %s event type a module handles", typ, o.Provider.Name)
+		}
+		ts[i] = t
+	}
+	return func(_ string, i, _ int) (*event, error) {
+		d, err := ts[i%len(ts)].Build("", time.Now())
+		if err != nil {
+			return nil, err
+		}
+		return &event{id: d.ID, typ: d.Type, body: d.Body}, nil
+	}, nil
 }
 
 // send delivers one event until a 2xx, re-signing each attempt as

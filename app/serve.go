@@ -1,0 +1,76 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"go.uber.org/zap"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/migrations"
+)
+
+// serve runs one process of role until ctx ends, on ln when given (dev
+// listens before it prints its banner), else on HTTP_ADDR.
+func serve(ctx context.Context, cfg *config.Config, role config.Role, ln net.Listener) error {
+	log, err := NewLogger(cfg)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
+	a, err := New(ctx, cfg, log, role)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := a.requireMigrated(ctx); err != nil {
+		return err
+	}
+	a.logSources()
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+		}
+	}
+	return a.Serve(ctx, ln)
+}
+
+// requireMigrated refuses to start on a database whose migrations are not
+// all applied: River and the handlers would fail on missing tables.
+func (a *App) requireMigrated(ctx context.Context) error {
+	st, err := migrations.Check(ctx, a.db)
+	if err != nil {
+		return fmt.Errorf("read migration version of %s: %w", config.RedactURL(a.cfg.DatabaseURL.Reveal()), err)
+	}
+	switch {
+	case st.Dirty:
+		return fmt.Errorf("database %s is dirty at migration %d (a migration failed part way): fix it, then run `hookledger migrate up`",
+			config.RedactURL(a.cfg.DatabaseURL.Reveal()), st.Version)
+	case st.Version == 0:
+		return fmt.Errorf("database %s is not migrated: run `hookledger migrate up`", config.RedactURL(a.cfg.DatabaseURL.Reveal()))
+	case st.Version < st.Latest:
+		return fmt.Errorf("database %s is at migration %d of %d: run `hookledger migrate up`",
+			config.RedactURL(a.cfg.DatabaseURL.Reveal()), st.Version, st.Latest)
+	case st.Version > st.Latest:
+		return fmt.Errorf("database %s is at migration %d, newer than this build's %d: run a newer hookledger",
+			config.RedactURL(a.cfg.DatabaseURL.Reveal()), st.Version, st.Latest)
+	}
+	return nil
+}
+
+// logSources says at start-up which sources take webhooks, and warns when
+// none does.
+func (a *App) logSources() {
+	if !a.role.TakesWebhooks() {
+		return
+	}
+	if len(a.cfg.Sources) == 0 {
+		a.log.Warn("no source is enabled: every webhook will get 404; set a provider secret such as STRIPE_WEBHOOK_SECRET")
+		return
+	}
+	for _, s := range a.cfg.Sources {
+		a.log.Info("source enabled", zap.String("source", s.Name), zap.String("provider", s.Provider),
+			zap.String("namespace", s.Namespace), zap.String("url", "POST /webhooks/"+s.Name), zap.Int("secrets", len(s.Secrets)))
+	}
+}
