@@ -17,13 +17,11 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 )
 
-// senderSign builds the headers a provider's sender attaches to a delivery.
-// It does not use hookledger's own signing: Stripe and Standard Webhooks
-// deliveries are signed by the providers' official Go libraries, GitHub and
-// Slack signatures are written here and checked by theirs (go-github,
-// slack-go) before they are sent, and Shopify and Paddle, which have no
-// official Go verifier worth depending on, are checked against the vectors
-// their own libraries publish (TestCorpusSignerMatchesPublishedVectors).
+// senderSign builds the headers a provider's sender attaches to a delivery,
+// without hookledger's own signing code: Stripe and Standard Webhooks
+// deliveries are signed by the providers' official Go libraries; GitHub,
+// Slack, Shopify and Paddle signatures are written here and, like all of
+// them, reproduce the published vectors (TestCorpusSignerMatchesVectors).
 func senderSign(f corpusFile, secret string, at time.Time) (http.Header, error) {
 	ts := strconv.FormatInt(at.Unix(), 10)
 	h := http.Header{}
@@ -32,11 +30,7 @@ func senderSign(f corpusFile, secret string, at time.Time) (http.Header, error) 
 		signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: f.body, Secret: secret, Timestamp: at})
 		h.Set("Stripe-Signature", signed.Header)
 	case "github":
-		sig := "sha256=" + hex.EncodeToString(hmacSum([]byte(secret), f.body))
-		if _, err := github.ValidatePayloadFromBody("application/json", bytes.NewReader(f.body), sig, []byte(secret)); err != nil {
-			return nil, fmt.Errorf("go-github refuses the signature: %w", err)
-		}
-		h.Set("X-Hub-Signature-256", sig)
+		h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(hmacSum([]byte(secret), f.body)))
 		h.Set("X-GitHub-Event", f.HeaderType)
 		h.Set("X-GitHub-Delivery", f.EventID)
 		h.Set("X-GitHub-Hook-ID", "292430182")
@@ -54,16 +48,6 @@ func senderSign(f corpusFile, secret string, at time.Time) (http.Header, error) 
 	case "slack":
 		h.Set("X-Slack-Request-Timestamp", ts)
 		h.Set("X-Slack-Signature", "v0="+hex.EncodeToString(hmacSum([]byte(secret), []byte("v0:"+ts+":"), f.body)))
-		sv, err := slack.NewSecretsVerifier(h, secret)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := sv.Write(f.body); err != nil {
-			return nil, err
-		}
-		if err := sv.Ensure(); err != nil {
-			return nil, fmt.Errorf("slack-go refuses the signature: %w", err)
-		}
 	case "standard":
 		wh, err := standardwebhooks.NewWebhook(secret)
 		if err != nil {
@@ -84,6 +68,39 @@ func senderSign(f corpusFile, secret string, at time.Time) (http.Header, error) 
 		return nil, fmt.Errorf("no sender for provider %q", f.Provider)
 	}
 	return h, nil
+}
+
+// officialVerify checks a fresh delivery with the provider's official Go
+// library where one exists (go-github, slack-go, stripe-go, Standard
+// Webhooks); Shopify and Paddle have none worth depending on.
+func officialVerify(f corpusFile, h http.Header, secret string) error {
+	switch f.Provider {
+	case "github":
+		_, err := github.ValidatePayloadFromBody("application/json", bytes.NewReader(f.body), h.Get("X-Hub-Signature-256"), []byte(secret))
+		return err
+	case "slack":
+		sv, err := slack.NewSecretsVerifier(h, secret)
+		if err != nil {
+			return err
+		}
+		if _, err := sv.Write(f.body); err != nil {
+			return err
+		}
+		return sv.Ensure()
+	case "stripe":
+		return webhook.ValidatePayload(f.body, h.Get("Stripe-Signature"), secret)
+	case "standard":
+		wh, err := standardwebhooks.NewWebhook(secret)
+		if err != nil {
+			return err
+		}
+		unbranded := http.Header{}
+		for _, name := range []string{"Id", "Timestamp", "Signature"} {
+			unbranded.Set("Webhook-"+name, h.Get("Webhook-"+name)+h.Get("Svix-"+name))
+		}
+		return wh.Verify(f.body, unbranded)
+	}
+	return nil
 }
 
 func hmacSum(key []byte, parts ...[]byte) []byte {

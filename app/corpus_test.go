@@ -66,9 +66,13 @@ type delivery struct {
 // send posts f signed as its provider signs it, now. It reports instead of
 // failing, so that it can run on any goroutine.
 func (s *server) send(f corpusFile) delivery {
-	h, err := senderSign(f, providerSecrets[f.Provider], time.Now())
+	secret := providerSecrets[f.Provider]
+	h, err := senderSign(f, secret, time.Now())
 	if err != nil {
 		return delivery{err: err}
+	}
+	if err := officialVerify(f, h, secret); err != nil {
+		return delivery{err: fmt.Errorf("%s: the provider's library refuses the signature: %w", f.File, err)}
 	}
 	req, err := http.NewRequest(http.MethodPost, s.base+"/webhooks/"+f.Provider, bytes.NewReader(f.body))
 	if err != nil {
