@@ -27,6 +27,8 @@ type corpusFile struct {
 	HeaderType string `json:"header_type"`
 	EventType  string `json:"event_type"`
 	Headers    string `json:"headers"`
+	// ContentType is application/json unless given.
+	ContentType string `json:"content_type"`
 	// Answer "ignored" marks a delivery that is answered and never stored.
 	Answer string `json:"answer"`
 	// Refused, when set, is a known refusal: the product answers this 4xx
@@ -80,6 +82,9 @@ func (s *server) send(f corpusFile) delivery {
 	}
 	req.Header = h
 	req.Header.Set("Content-Type", "application/json")
+	if f.ContentType != "" {
+		req.Header.Set("Content-Type", f.ContentType)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return delivery{err: err}

@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.parse
 import uuid
 
 OUT = os.path.dirname(os.path.abspath(__file__))
@@ -85,15 +86,22 @@ def source(repo, path, selector=None):
 # --- GitHub: octokit/webhooks payload-examples, one per event and action ---
 def github():
     repo = "octokit/webhooks"
-    base = "payload-examples/api.github.com/"
     groups = {}
-    for path in ls(repo, base):
-        if not path.endswith(".json") or path.endswith("index.json"):
-            continue
-        event = path[len(base):].split("/")[0]
-        body = show(repo, path)
-        action = json.loads(body).get("action")
-        groups.setdefault((event, action), []).append((path, body))
+    # api.github.com first; GitHub Enterprise Server and github.ae only for
+    # the events github.com does not send.
+    for base in ["payload-examples/api.github.com/", "payload-examples/ghes-35/", "payload-examples/github.ae/"]:
+        found = {}
+        for path in ls(repo, base):
+            if not path.endswith(".json") or path.endswith("index.json"):
+                continue
+            event = path[len(base):].split("/")[0]
+            if base != "payload-examples/api.github.com/" and any(k[0] == event for k in groups):
+                continue
+            body = show(repo, path)
+            action = json.loads(body).get("action")
+            found.setdefault((event, action), []).append((path, body))
+        for k, v in found.items():
+            groups.setdefault(k, v)
     for (event, action), files in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
         # The module handles push: every published push variant goes in.
         files.sort(key=lambda f: (not os.path.basename(f[0]).startswith(("payload", (action or "") + ".payload")), len(f[0]), f[0]))
@@ -110,6 +118,25 @@ def github():
                 "source": source(repo, path),
                 "filled": ["X-GitHub-Delivery header: a UUID derived from the path (headers are not in the published example)"],
             })
+
+
+    # GitHub's default content type for a new webhook is a form: payload=<JSON>.
+    path = "payload-examples/api.github.com/push/payload.json"
+    body = b"payload=" + urllib.parse.quote_plus(show(repo, path)).encode()
+    write("github", "push.form-urlencoded.txt", body, {
+        "event_id": str(uuid.uuid5(uuid.NAMESPACE_URL, "github-form:" + path)),
+        "header_type": "push",
+        "event_type": "push",
+        "content_type": "application/x-www-form-urlencoded",
+        "form": "wrapped",
+        "source": source(repo, path),
+        "filled": ["the published push payload sent as GitHub sends it to a webhook whose content type is "
+                   "application/x-www-form-urlencoded (GitHub's default): payload=<form-escaped JSON>",
+                   "X-GitHub-Delivery header: a UUID derived from the path"],
+        "refused": {"status": 400, "cause": "modules/provider/github.go:59-63 parseGitHub decodes the body as JSON only; "
+                    "a form-encoded delivery (GitHub's default content type) is verified and then answered 400 "
+                    "'not a JSON GitHub payload (set the webhook's content type to application/json)'"},
+    })
 
 
 # --- Stripe: stripe/openapi fixtures wrapped as events, types from stripe-node ---
