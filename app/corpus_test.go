@@ -314,6 +314,7 @@ func checkBusinessTables(t *testing.T, db *dbtest.DB, files []corpusFile) {
 		wantPays[key] = p
 	}
 	wantUsage := map[string]int64{}
+	wantBranches := map[string]bool{} // repository ref
 
 	for _, f := range files {
 		switch {
@@ -359,6 +360,15 @@ func checkBusinessTables(t *testing.T, db *dbtest.DB, files []corpusFile) {
 			_, err := fmt.Sscan(ev.Data.Details.Totals.GrandTotal, &amount)
 			require.NoError(t, err, f.File)
 			addPay("paddle/"+ev.Data.ID, pay{customer: ev.Data.CustomerID, currency: ev.Data.CurrencyCode, amount: amount})
+		case f.Provider == "github" && f.EventType == "push" && f.Refused == nil:
+			var ev struct {
+				Ref        string `json:"ref"`
+				Repository struct {
+					FullName string `json:"full_name"`
+				} `json:"repository"`
+			}
+			require.NoError(t, json.Unmarshal(f.body, &ev), f.File)
+			wantBranches[ev.Repository.FullName+" "+ev.Ref] = true
 		case f.Provider == "standard" && f.EventType == "usage.recorded":
 			var ev struct {
 				Data struct {
@@ -374,7 +384,9 @@ func checkBusinessTables(t *testing.T, db *dbtest.DB, files []corpusFile) {
 	require.NotEmpty(t, wantSubs)
 	require.NotEmpty(t, wantPays)
 	require.NotEmpty(t, wantUsage)
-	t.Logf("business rows checked: %d subscriptions, %d payments, %d usage totals", len(wantSubs), len(wantPays), len(wantUsage))
+	require.NotEmpty(t, wantBranches)
+	t.Logf("business rows checked: %d subscriptions, %d payments, %d usage totals, %d branches",
+		len(wantSubs), len(wantPays), len(wantUsage), len(wantBranches))
 
 	require.Equal(t, len(wantSubs), db.Count(t, `SELECT count(*) FROM subscription`))
 	for key, want := range sortedKeys(wantSubs) {
@@ -406,6 +418,12 @@ func checkBusinessTables(t *testing.T, db *dbtest.DB, files []corpusFile) {
 		require.Equal(t, wantStatus, status, key)
 	}
 	require.Equal(t, len(wantPays), db.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'payment_receipt'`), "one receipt per payment")
+
+	require.Equal(t, len(wantBranches), db.Count(t, `SELECT count(*) FROM github_branch`))
+	for key := range wantBranches {
+		repo, ref, _ := strings.Cut(key, " ")
+		require.Equal(t, 1, db.Count(t, `SELECT count(*) FROM github_branch WHERE repository = $1 AND ref = $2`, repo, ref), key)
+	}
 
 	require.Equal(t, len(wantUsage), db.Count(t, `SELECT count(*) FROM usage_total`))
 	for key, want := range sortedKeys(wantUsage) {
