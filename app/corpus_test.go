@@ -252,27 +252,35 @@ func TestCorpus(t *testing.T) {
 // and fails with the unsettled rows and their errors at the deadline.
 func waitAllSettled(t *testing.T, db *dbtest.DB, want int) {
 	t.Helper()
-	deadline := time.Now().Add(40 * time.Second)
-	for {
-		total := db.Count(t, `SELECT count(*) FROM webhook_event`)
-		settled := db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`)
-		if total == want && settled == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			rows, err := db.SQL.Query(`SELECT event_id, event_type, status, coalesce(last_error, '') FROM webhook_event WHERE status <> 'settled' ORDER BY event_type LIMIT 50`)
-			require.NoError(t, err)
-			defer rows.Close()
-			var stuck []string
-			for rows.Next() {
-				var id, typ, status, lastErr string
-				require.NoError(t, rows.Scan(&id, &typ, &status, &lastErr))
-				stuck = append(stuck, fmt.Sprintf("%s %s %s: %s", typ, id, status, lastErr))
-			}
-			t.Fatalf("%d rows (want %d), %d settled; unsettled:\n%s", total, want, settled, strings.Join(stuck, "\n"))
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+	settled := func() (int, int) {
+		return db.Count(t, `SELECT count(*) FROM webhook_event`),
+			db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`)
 	}
+	deadline := time.After(40 * time.Second)
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-poll.C:
+			if total, done := settled(); total == want && done == want {
+				return
+			}
+		case <-deadline:
+			waiting = false
+		}
+	}
+	total, done := settled()
+	rows, err := db.SQL.Query(`SELECT event_id, event_type, status, coalesce(last_error, '') FROM webhook_event
+		WHERE status <> 'settled' ORDER BY event_type LIMIT 50`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var stuck []string
+	for rows.Next() {
+		var id, typ, status, lastErr string
+		require.NoError(t, rows.Scan(&id, &typ, &status, &lastErr))
+		stuck = append(stuck, fmt.Sprintf("%s %s %s: %s", typ, id, status, lastErr))
+	}
+	t.Fatalf("%d rows (want %d), %d settled; unsettled:\n%s", total, want, done, strings.Join(stuck, "\n"))
 }
 
 // checkBusinessTables compares the module tables with what the corpus
