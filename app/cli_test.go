@@ -65,9 +65,8 @@ func TestRequeueTouchesExactlyTheNamedEvents(t *testing.T) {
 	code, stdout, stderr := run("events", "requeue", "--force", ids[5])
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, ids[5])
-	require.Equal(t, []string{ids[5]}, reapplied(t, s), "only the named event is requeued")
 	s.waitAttempts(t, ids[5], 2)
-	require.Equal(t, []string{ids[5]}, reapplied(t, s))
+	require.Equal(t, []string{ids[5]}, reapplied(t, s), "only the named event is requeued")
 
 	code, _, stderr = run("events", "requeue", ids[3], "--force", ids[7])
 	require.Equal(t, 0, code, stderr)
