@@ -125,14 +125,27 @@ func apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, 
 }
 
 // runHandler runs h, turning a panic into an error: a panicking handler
-// fails its event like any other failure.
-func runHandler(ctx context.Context, tx *Tx, h HandlerFunc, ev *Event) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: stack()}
-		}
+// fails its event like any other failure. A handler that does not return
+// when the apply's context ends (an outbound call without a deadline) is
+// abandoned: the apply fails with the context's error, and database/sql
+// rolls the transaction back, releasing the row lock, while the handler's
+// goroutine is left to finish on its own.
+func runHandler(ctx context.Context, tx *Tx, h HandlerFunc, ev *Event) error {
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- &PanicError{Value: v, Stack: stack()}
+			}
+		}()
+		done <- h(ctx, tx, ev)
 	}()
-	return h(ctx, tx, ev)
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("handler still running when the apply ended, abandoned: %w", context.Cause(ctx))
+	}
 }
 
 // settledOrGone tells a row that was already settled from one that no

@@ -33,6 +33,8 @@ type RiverOptions struct {
 	Retention time.Duration
 	// RetryHorizon overrides the ledger's RetryHorizon when positive.
 	RetryHorizon time.Duration
+	// ApplyTimeout overrides the ledger's ApplyTimeout when positive.
+	ApplyTimeout time.Duration
 }
 
 // NewRiver builds River on db, the *sql.DB view of the process's pgx pool,
@@ -59,7 +61,7 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 		workers := o.Registry.Workers()
 		// A registry serves one client at a time; a second client on it
 		// reuses the apply worker already there.
-		applier := &Applier{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics, Horizon: o.RetryHorizon}
+		applier := &Applier{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics, Horizon: o.RetryHorizon, Timeout: o.ApplyTimeout}
 		_ = river.AddWorkerSafely(workers, &ApplyWorker{Applier: applier})
 		_ = river.AddWorkerSafely(workers, &ApplyBatchWorker{Applier: applier})
 		cfg.Workers = workers

@@ -71,10 +71,24 @@ type Applier struct {
 	Metrics  *metrics.Set
 	// Horizon overrides RetryHorizon when positive.
 	Horizon time.Duration
+	// Timeout overrides ApplyTimeout when positive.
+	Timeout time.Duration
 
 	unhandled      sync.Map // provider\x00type of unhandled types already logged
 	unhandledTypes atomic.Int32
 }
+
+func (a *Applier) timeout() time.Duration {
+	if a.Timeout > 0 {
+		return a.Timeout
+	}
+	return ApplyTimeout
+}
+
+// feed is the per-event line logger: "<-- type id applied in 4ms". The
+// process's logger shows it as bare lines on a console and at debug in
+// JSON logs (see app.FeedLogger).
+func (a *Applier) feed() *zap.Logger { return a.Logger.Named("feed") }
 
 func (a *Applier) horizon() time.Duration {
 	if a.Horizon > 0 {
@@ -151,7 +165,9 @@ func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, k
 	switch f.kind {
 	case failedStopping:
 		log.Info("apply interrupted by shutdown; River hands the job back", zap.Error(f.err))
-		return f.err
+		// River tells a shutdown from a failure by context.Canceled in the
+		// chain, whatever the handler wrapped.
+		return fmt.Errorf("%w: %v", context.Canceled, f.err)
 	case failedOutage:
 		log.Warn("database unavailable during apply; retrying soon, not counted as an attempt", zap.Error(f.err))
 		return river.JobSnooze(outageDelay)
@@ -166,6 +182,9 @@ func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, k
 		log = log.With(zap.String("event_type", f.ev.Type))
 	}
 	a.Metrics.Applies.WithLabelValues(provider, eventType, string(OutcomeFailed)).Inc()
+	if f.attempt.Key != (EventKey{}) {
+		a.feed().Info(fmt.Sprintf("<-- %s failed: %v", f.attempt.Key.EventID, f.err))
+	}
 	if len(keys) > 1 {
 		return a.split(ctx, complete, keys, force, f, log)
 	}
@@ -245,24 +264,25 @@ func (a *Applier) observe(d applied, jobID int64) {
 	}
 	a.Metrics.Applies.WithLabelValues(d.ev.Provider, a.Registry.LabelType(d.ev.Provider, d.ev.Type), string(d.outcome)).Inc()
 	a.Metrics.ApplySeconds.WithLabelValues(d.ev.Provider).Observe(d.took.Seconds())
-	fields := []zap.Field{zap.String("event_type", d.ev.Type), zap.String("event_id", d.ev.EventID), zap.String("namespace", d.ev.Namespace),
-		zap.Int64("job_id", jobID), zap.Duration("took", d.took)}
 	switch d.outcome {
 	case OutcomeSettled:
+		forced := ""
 		if d.ev.Forced {
-			fields = append(fields, zap.Bool("forced", true))
+			forced = " (forced)"
 		}
-		a.Logger.Info("applied", fields...)
+		a.feed().Info(fmt.Sprintf("<-- %s %s applied%s in %s", d.ev.Type, d.ev.EventID, forced, d.took.Round(time.Millisecond/10)))
 	case OutcomeUnhandled:
+		a.feed().Info(fmt.Sprintf("<-- %s %s settled: no handler for this type", d.ev.Type, d.ev.EventID))
 		k := d.ev.Provider + "\x00" + d.ev.Type
 		if _, seen := a.unhandled.Load(k); !seen && a.unhandledTypes.Load() < maxUnhandledLogged {
 			if _, seen := a.unhandled.LoadOrStore(k, true); !seen {
 				a.unhandledTypes.Add(1)
-				a.Logger.Warn("no handler for this event type: settled without effect (logged once per type)", fields...)
+				a.Logger.Warn("no handler for this event type: settled without effect (logged once per type)",
+					zap.String("provider", d.ev.Provider), zap.String("event_type", d.ev.Type), zap.String("event_id", d.ev.EventID), zap.Int64("job_id", jobID))
 			}
 		}
 	default:
-		a.Logger.Debug("already settled; nothing applied", fields...)
+		a.feed().Debug(fmt.Sprintf("<-- %s %s already settled: nothing applied", d.ev.Type, d.ev.EventID))
 	}
 }
 
@@ -287,7 +307,7 @@ func (w *ApplyWorker) NextRetry(job *river.Job[ApplyArgs]) time.Time {
 }
 
 // Timeout bounds one apply.
-func (w *ApplyWorker) Timeout(*river.Job[ApplyArgs]) time.Duration { return ApplyTimeout }
+func (w *ApplyWorker) Timeout(*river.Job[ApplyArgs]) time.Duration { return w.timeout() }
 
 // ApplyBatchWorker is River's worker for ApplyBatchArgs.
 type ApplyBatchWorker struct {
@@ -307,4 +327,4 @@ func (w *ApplyBatchWorker) NextRetry(job *river.Job[ApplyBatchArgs]) time.Time {
 }
 
 // Timeout bounds one batch apply.
-func (w *ApplyBatchWorker) Timeout(*river.Job[ApplyBatchArgs]) time.Duration { return ApplyTimeout }
+func (w *ApplyBatchWorker) Timeout(*river.Job[ApplyBatchArgs]) time.Duration { return w.timeout() }

@@ -33,14 +33,21 @@ type Harness struct {
 // events themselves with Apply.
 func New(t testing.TB, workers int, register func(h *Harness)) *Harness {
 	t.Helper()
+	return NewWith(t, ledger.RiverOptions{Workers: workers}, register)
+}
+
+// NewWith is New with River options of the test's own (timeouts, retry
+// horizon); the registry, logger and metrics are the harness's.
+func NewWith(t testing.TB, o ledger.RiverOptions, register func(h *Harness)) *Harness {
+	t.Helper()
+	workers := o.Workers
 	db := dbtest.New(t)
 	h := &Harness{DB: db, Registry: ledger.NewRegistry(), Metrics: metrics.New()}
 	if register != nil {
 		register(h)
 	}
-	client, err := ledger.NewRiver(db.SQL, db.Listener(t), ledger.RiverOptions{
-		Workers: workers, Registry: h.Registry, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Metrics: h.Metrics,
-	})
+	o.Registry, o.Logger, o.Metrics = h.Registry, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), h.Metrics
+	client, err := ledger.NewRiver(db.SQL, db.Listener(t), o)
 	require.NoError(t, err)
 	h.River = client
 	h.Claimer = &ledger.Claimer{DB: db.SQL, River: client}
