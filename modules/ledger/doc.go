@@ -8,10 +8,14 @@
 //     NOTHING RETURNING and the River job that applies it, in one
 //     transaction; Batcher does the same for many concurrent deliveries at
 //     once (group commit).
-//   - Apply: ApplyWorker and ApplyBatchWorker settle the ledger row, run the
-//     handlers a Registry maps to the event's provider and type, and
-//     complete River's job, all in one transaction.
-//   - Operate: Requeue, List, Find, FindJob, Prune, CountByStatus and the
+//   - Apply: one loop (Applier) behind the apply_event and apply_batch jobs
+//     settles the ledger rows, runs the handlers a Registry maps to each
+//     event's provider and type, and completes River's job, all in one
+//     transaction; a failure takes one path whatever its cause: recorded
+//     and backed off (the handler's), snoozed (the database's), handed back
+//     (shutdown), with a failed batch split into one job per event.
+//   - Operate: Requeue (which targets the event, never a shared batch job),
+//     RequeueMatching, List, Find, FindJob, Prune, CountByStatus and the
 //     Prometheus Collector serve the admin API and the CLI.
 //
 // Modules register their handlers, workers and periodic jobs in a Registry;

@@ -267,3 +267,14 @@ func TestFailureReasonCutOnARune(t *testing.T) {
 	require.True(t, utf8.ValidString(row.LastError.String))
 	require.Less(t, len(row.LastError.String), len(reason))
 }
+
+// TestGoneEventEndsItsJob: an apply job whose ledger row was deleted ends
+// (cancelled) instead of retrying forever.
+func TestGoneEventEndsItsJob(t *testing.T) {
+	h := ledgertest.New(t, 1, nil)
+	_, err := h.River.Insert(context.Background(), ledger.ApplyArgs{Namespace: "stripe", EventID: "evt_gone"}, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
+	}, 30*time.Second, 20*time.Millisecond)
+}

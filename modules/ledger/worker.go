@@ -188,6 +188,10 @@ func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, k
 	if len(keys) > 1 {
 		return a.split(ctx, complete, keys, force, f, log)
 	}
+	if errors.Is(f.err, ErrEventGone) {
+		log.Warn("the event's ledger row is gone (pruned or deleted); nothing to apply", zap.Error(f.err))
+		return river.JobCancel(f.err)
+	}
 	if f.attempt.Key == (EventKey{}) {
 		// A one-event job whose own statements failed: record it against
 		// its event, which it never reached.

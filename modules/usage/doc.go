@@ -1,13 +1,15 @@
 // Package usage keeps running totals of metered usage.
 //
-// It owns the usage_total table (ent/schema/usage_total.go) and handles
-// usage.recorded events from Standard Webhooks sources: envelope
-// {"type","timestamp","data":{"customer_id","metric","quantity"}}, event id
-// the webhook-id header. Each event adds its quantity to (customer_id,
-// metric).
+// It owns the usage_total and usage_delta tables (ent/schema/usage_total.go,
+// usage_delta.go) and handles usage.recorded events from Standard Webhooks
+// sources: envelope {"type","timestamp","data":{"customer_id","metric",
+// "quantity"}}, event id the webhook-id header. Each event adds its quantity
+// to (namespace, customer_id, metric).
 //
-// A delta has no version to compare: applying it twice counts it twice. Its
-// exactly-once rests on the ledger alone, which claims each webhook-id once
-// and applies it once. This is the case a receiver without a ledger gets
-// wrong, and the one CLAIM_MODE=log-only makes visible before enforcing.
+// A delta has no version to compare: a receiver without a ledger counts a
+// retried delivery twice. Here the ledger claims each webhook-id once, and
+// the module records what each event added (usage_delta), so that applying
+// an event again on purpose (requeue --force after a handler fix, or a
+// duplicate under CLAIM_MODE=log-only) replaces its delta instead of adding
+// it again.
 package usage
