@@ -39,8 +39,8 @@ Usage:
   hookledger send [--url URL] [--type T]       send one signed Stripe test event
   hookledger simulate [--provider P] [--events N] [--duplicates F] [--reorder F] [--rate R] [--concurrency C]
                                                play a provider: signed events, duplicates, reordering, retries
-  hookledger bench [--events N] [--clients C] [--group-commit=false]
-                                               measure ingest against the raw database rate of the same transaction
+  hookledger bench [--events N] [--clients C] [--mix] [--storage] [--group-commit=false] [--workers N]
+                                               measure ingest and end-to-end rates on real payloads against plain SQL
   hookledger devdb                             print the URL of the development database
 
 Configuration comes from the environment; see README.md.
