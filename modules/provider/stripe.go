@@ -62,11 +62,22 @@ func SignStripe(secret string, ts int64, body []byte) string {
 
 func parseStripe(_ http.Header, body []byte) (Event, error) {
 	var ev struct {
-		ID      string `json:"id"`
-		Type    string `json:"type"`
-		Created int64  `json:"created"`
+		ID      string
+		Type    string
+		Created int64
 	}
-	if err := json.Unmarshal(body, &ev); err != nil {
+	err := scanMembers(body, func(key, value []byte) error {
+		switch {
+		case memberIs(key, "id"):
+			return decodeMember(value, &ev.ID)
+		case memberIs(key, "type"):
+			return decodeMember(value, &ev.Type)
+		case memberIs(key, "created"):
+			return decodeMember(value, &ev.Created)
+		}
+		return nil
+	})
+	if err != nil {
 		return Event{}, payloadError("not a JSON Stripe event: %v", err)
 	}
 	out := Event{ID: ev.ID, Type: ev.Type}
