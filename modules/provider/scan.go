@@ -25,7 +25,7 @@ func scanMembers(body []byte, fn func(key, value []byte) error) error {
 	s := scanner{b: body}
 	s.space()
 	if s.i < len(s.b) && s.b[s.i] == '{' {
-		if err := s.object(fn); err != nil {
+		if err := s.container(1, fn); err != nil {
 			return err
 		}
 	} else {
@@ -80,66 +80,14 @@ func (s *scanner) space() {
 	}
 }
 
-// object scans the top-level object, handing each member to fn.
-func (s *scanner) object(fn func(key, value []byte) error) error {
-	s.i++ // {
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return nil
-	}
-	for {
-		s.space()
-		start := s.i
-		escaped, err := s.str()
-		if err != nil {
-			return err
-		}
-		key := s.b[start+1 : s.i-1]
-		if escaped {
-			var k string
-			if err := json.Unmarshal(s.b[start:s.i], &k); err != nil {
-				return fmt.Errorf("%w: %v", errSyntax, err)
-			}
-			key = []byte(k)
-		}
-		s.space()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return s.fail("after an object key")
-		}
-		s.i++
-		s.space()
-		vstart := s.i
-		if err := s.value(1); err != nil {
-			return err
-		}
-		if err := fn(key, s.b[vstart:s.i]); err != nil {
-			return err
-		}
-		s.space()
-		if s.i >= len(s.b) {
-			return s.fail("in an object")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.fail("after an object value")
-		}
-	}
-}
-
-// value scans one value at nesting depth (the top-level object is 1).
+// value scans one value inside a container at nesting depth.
 func (s *scanner) value(depth int) error {
 	if s.i >= len(s.b) {
 		return s.fail("looking for a value")
 	}
 	switch c := s.b[s.i]; {
 	case c == '{' || c == '[':
-		return s.container(depth + 1)
+		return s.container(depth+1, nil)
 	case c == '"':
 		_, err := s.str()
 		return err
@@ -155,7 +103,9 @@ func (s *scanner) value(depth int) error {
 	return s.fail("looking for a value")
 }
 
-func (s *scanner) container(depth int) error {
+// container scans an object or an array at nesting depth; fn, when set,
+// gets each member of the object.
+func (s *scanner) container(depth int, fn func(key, value []byte) error) error {
 	if depth > maxDepth {
 		return fmt.Errorf("%w: exceeded max depth", errSyntax)
 	}
@@ -171,9 +121,19 @@ func (s *scanner) container(depth int) error {
 	}
 	for {
 		s.space()
+		var key []byte
 		if closer == '}' {
-			if _, err := s.str(); err != nil {
+			start := s.i
+			escaped, err := s.str()
+			if err != nil {
 				return err
+			}
+			if key = s.b[start+1 : s.i-1]; escaped && fn != nil {
+				var k string
+				if err := json.Unmarshal(s.b[start:s.i], &k); err != nil {
+					return fmt.Errorf("%w: %v", errSyntax, err)
+				}
+				key = []byte(k)
 			}
 			s.space()
 			if s.i >= len(s.b) || s.b[s.i] != ':' {
@@ -182,8 +142,14 @@ func (s *scanner) container(depth int) error {
 			s.i++
 			s.space()
 		}
+		start := s.i
 		if err := s.value(depth); err != nil {
 			return err
+		}
+		if fn != nil {
+			if err := fn(key, s.b[start:s.i]); err != nil {
+				return err
+			}
 		}
 		s.space()
 		if s.i >= len(s.b) {
