@@ -40,6 +40,12 @@ type BenchReport struct {
 	HalfRate      float64 `json:"half_rate_events_per_sec"`
 	Half          latency `json:"half_rate_latency"`
 	PeakRSSMB     float64 `json:"peak_rss_mb"`
+	// The two halves alone: ingest with no apply workers running, then the
+	// apply workers draining that backlog with no ingest.
+	IngestAlone    float64 `json:"ingest_alone_events_per_sec"`
+	IngestAloneCPU cpuUse  `json:"ingest_alone_cpu"`
+	ApplyAlone     float64 `json:"apply_alone_events_per_sec"`
+	ApplyAloneCPU  cpuUse  `json:"apply_alone_cpu"`
 	Errors        int64   `json:"errors"`
 	Ratios        ratios  `json:"ratios"`
 	PayloadColumn string  `json:"payload_column"`
@@ -158,7 +164,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	logf("bench: starting the service (group commit %t, %d workers)", *groupCommit, *workers)
-	svc, err := startBenchService(url, *groupCommit, *workers, *clients)
+	svc, err := startBenchService(url, config.RoleAll, *groupCommit, *workers, *clients)
 	if err != nil {
 		return err
 	}
@@ -187,6 +193,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	r.Errors += errs
 	r.Half = percentiles(lat)
 	r.PeakRSSMB = peakRSSMB(svc.cmd.Process.Pid)
+	svc.stop()
+	if err := clearJobs(ctx, url, "public.webhook_event"); err != nil {
+		return err
+	}
+	if err := benchHalves(ctx, m, url, &r, gen, client, *groupCommit, *workers, logf); err != nil {
+		return err
+	}
 	r.Ratios = ratios{
 		IngestToPlain: r.Ingest / r.PlainSQL.Rate, IngestToReference: r.Ingest / r.Reference.Rate,
 		IngestToBatched: r.Ingest / r.Batched.Rate, EndToEndToIngest: r.EndToEnd / r.Ingest,
@@ -213,12 +226,48 @@ func printBench(w io.Writer, r *BenchReport) {
 	p("%-34s %8.0f   %s", "hookledger end-to-end (settled)", r.EndToEnd, cpu(r.EndToEndCPU))
 	p("latency at peak                    p50 %.1f ms  p95 %.1f ms  p99 %.1f ms", r.Peak.P50, r.Peak.P95, r.Peak.P99)
 	p("latency at half rate (%.0f/s)       p50 %.1f ms  p95 %.1f ms  p99 %.1f ms", r.HalfRate, r.Half.P50, r.Half.P95, r.Half.P99)
+	p("%-34s %8.0f   %s", "ingest alone (no apply workers)", r.IngestAlone, cpu(r.IngestAloneCPU))
+	p("%-34s %8.0f   %s", "apply alone (draining it)", r.ApplyAlone, cpu(r.ApplyAloneCPU))
 	p("service peak RSS                   %.1f MB", r.PeakRSSMB)
 	x := r.Ratios
 	p("ratios: ingest/plain %.2fx  ingest/reference %.2fx  ingest/batched %.2fx  end-to-end/ingest %.2fx  end-to-end/reference %.2fx  plain/reference %.2fx",
 		x.IngestToPlain, x.IngestToReference, x.IngestToBatched, x.EndToEndToIngest, x.EndToEndToRef, x.PlainToReference)
 	line, _ := json.Marshal(r)
 	p("%s", line)
+}
+
+// benchHalves measures ingest with no apply workers (serve --role=http),
+// then apply alone (serve --role=worker) draining what it claimed.
+func benchHalves(ctx context.Context, m *meter, url string, r *BenchReport, gen *payloads, client *http.Client, groupCommit bool, workers int, logf func(string, ...any)) error {
+	logf("bench: ingest alone, %d events, no apply workers", r.Events)
+	svc, err := startBenchService(url, config.RoleHTTP, groupCommit, workers, r.Clients)
+	if err != nil {
+		return err
+	}
+	m.servicePID = svc.cmd.Process.Pid
+	snap := m.snapshot(ctx)
+	start := time.Now()
+	_, errs := drive(ctx, client, svc.url, gen.with("alone"), r.Events, r.Clients, 0)
+	r.IngestAlone = float64(r.Events) / time.Since(start).Seconds()
+	r.IngestAloneCPU = m.since(ctx, snap, r.Events)
+	r.Errors += errs
+	svc.stop()
+
+	logf("bench: apply alone, draining %d events", r.Events)
+	if svc, err = startBenchService(url, config.RoleWorker, groupCommit, workers, r.Clients); err != nil {
+		return err
+	}
+	defer svc.stop()
+	m.servicePID = svc.cmd.Process.Pid
+	snap = m.snapshot(ctx)
+	start = time.Now()
+	last, err := svc.waitSettled(ctx, r.Events)
+	if err != nil {
+		return err
+	}
+	r.ApplyAlone = float64(r.Events) / last.Sub(start).Seconds()
+	r.ApplyAloneCPU = m.since(ctx, snap, r.Events)
+	return nil
 }
 
 // benchStorage measures each payload layout: the one-transaction and the
@@ -269,7 +318,7 @@ type benchService struct {
 	db  *pgxpool.Pool
 }
 
-func startBenchService(databaseURL string, groupCommit bool, workers, clients int) (*benchService, error) {
+func startBenchService(databaseURL string, role config.Role, groupCommit bool, workers, clients int) (*benchService, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -280,7 +329,7 @@ func startBenchService(databaseURL string, groupCommit bool, workers, clients in
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(exe, "serve")
+	cmd := exec.Command(exe, "serve", "--role="+string(role))
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+databaseURL, "HTTP_ADDR="+addr,
 		"STRIPE_WEBHOOK_SECRET="+benchSecret, "GITHUB_WEBHOOK_SECRET="+benchSecret, "PADDLE_WEBHOOK_SECRET="+benchSecret,
 		"LOG_LEVEL=warn", "CLAIM_GROUP_COMMIT="+strconv.FormatBool(groupCommit), "WORKERS="+strconv.Itoa(workers),
