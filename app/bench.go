@@ -68,7 +68,7 @@ const benchSecret = "whsec_hookledger_bench"
 // design, and the batched ceiling of the database.
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", stderr)
-	events := fs.Int("events", 5000, "events per phase")
+	events := fs.Int("events", 10000, "events per phase")
 	clients := fs.Int("clients", 64, "concurrent keep-alive clients (and baseline connections)")
 	groupCommit := fs.Bool("group-commit", true, "run the service with group commit")
 	workers := fs.Int("workers", config.DefaultWorkers, "apply workers of the service")
