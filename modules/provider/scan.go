@@ -44,18 +44,30 @@ func scanMembers(body []byte, fn func(key, value []byte) error) error {
 	return nil
 }
 
-// decodeMember decodes one member's raw value into v as encoding/json
-// would decode it into a struct field: null leaves v as it was.
-func decodeMember(value []byte, v any) error {
-	if bytes.Equal(value, []byte("null")) {
-		return nil
-	}
-	return json.Unmarshal(value, v)
+// member is a top-level member to read and where its value goes.
+type member struct {
+	name string
+	dst  any
 }
 
-// memberIs reports whether a key sets the struct field named name, which
-// encoding/json matches case-insensitively.
-func memberIs(key []byte, name string) bool { return bytes.EqualFold(key, []byte(name)) }
+// decodeMembers reads the named top-level members of body as decoding it
+// into a struct with those fields would: names match case-insensitively, a
+// later occurrence overrides an earlier one and null leaves a value as it
+// was. The whole body is checked (scanMembers).
+func decodeMembers(body []byte, members ...member) error {
+	return scanMembers(body, func(key, value []byte) error {
+		for _, m := range members {
+			if !bytes.EqualFold(key, []byte(m.name)) {
+				continue
+			}
+			if bytes.Equal(value, []byte("null")) {
+				return nil
+			}
+			return json.Unmarshal(value, m.dst)
+		}
+		return nil
+	})
+}
 
 type scanner struct {
 	b []byte

@@ -66,17 +66,7 @@ func parseStripe(_ http.Header, body []byte) (Event, error) {
 		Type    string
 		Created int64
 	}
-	err := scanMembers(body, func(key, value []byte) error {
-		switch {
-		case memberIs(key, "id"):
-			return decodeMember(value, &ev.ID)
-		case memberIs(key, "type"):
-			return decodeMember(value, &ev.Type)
-		case memberIs(key, "created"):
-			return decodeMember(value, &ev.Created)
-		}
-		return nil
-	})
+	err := decodeMembers(body, member{"id", &ev.ID}, member{"type", &ev.Type}, member{"created", &ev.Created})
 	if err != nil {
 		return Event{}, payloadError("not a JSON Stripe event: %v", err)
 	}
