@@ -80,6 +80,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *events < 1 || *events > benchPhaseEvents {
+		return fmt.Errorf("%w: --events must be between 1 and %d", errUsage, benchPhaseEvents)
+	}
 	templates := []benchTemplate{subscriptionUpdated}
 	if *mix {
 		templates = benchMix
@@ -194,7 +197,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	r.Half = percentiles(lat)
 	r.PeakRSSMB = peakRSSMB(svc.cmd.Process.Pid)
 	svc.stop()
-	if err := clearJobs(ctx, url, "public.webhook_event"); err != nil {
+	if err := clearJobs(ctx, url, "public.webhook_event", "public.subscription"); err != nil {
 		return err
 	}
 	if err := benchHalves(ctx, m, url, &r, gen, client, *groupCommit, *workers, logf); err != nil {

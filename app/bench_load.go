@@ -33,9 +33,10 @@ type benchSub struct {
 
 func quoted(s string) string { return strconv.Quote(s) }
 
-// benchEpoch is the first event's time; event i happened i ms later, so
-// every object's events are ordered.
-var benchEpoch = time.Now().Add(-24 * time.Hour)
+// benchEpoch is the first event's time; event i happened i seconds (Stripe,
+// GitHub) or milliseconds (Paddle) later, so every object's events are
+// ordered.
+var benchEpoch = time.Now().Add(-24 * 365 * time.Hour)
 
 func stripeSubs(eventID, created, object, objectPrefix string) []benchSub {
 	return []benchSub{
@@ -91,6 +92,10 @@ type loadedTemplate struct {
 type payloads struct {
 	prefix    string
 	templates []loadedTemplate
+	// base is where this phase's events count from, so that every phase's
+	// events are newer than the previous phase's and their ids differ.
+	base   int
+	phases *int
 }
 
 // benchDelivery is one event to send.
@@ -101,7 +106,7 @@ type benchDelivery struct {
 
 // loadPayloads reads the templates' files from dir (testdata/providers).
 func loadPayloads(dir, prefix string, templates []benchTemplate) (*payloads, error) {
-	p := &payloads{prefix: prefix}
+	p := &payloads{prefix: prefix, phases: new(int)}
 	for _, t := range templates {
 		body, err := os.ReadFile(filepath.Join(dir, t.file))
 		if err != nil {
@@ -132,17 +137,23 @@ func loadPayloads(dir, prefix string, templates []benchTemplate) (*payloads, err
 	return p, nil
 }
 
-// with returns the same templates under another id prefix.
+// with returns the same templates for the next phase, under another id
+// prefix.
 func (p *payloads) with(prefix string) *payloads {
-	return &payloads{prefix: prefix, templates: p.templates}
+	*p.phases++
+	return &payloads{prefix: prefix, templates: p.templates, base: *p.phases * benchPhaseEvents, phases: p.phases}
 }
+
+// benchPhaseEvents bounds the events of one phase.
+const benchPhaseEvents = 1_000_000
 
 // event builds event i.
 func (p *payloads) event(i int) benchDelivery {
 	t := &p.templates[i%len(p.templates)]
+	i += p.base
 	id := fmt.Sprintf("evt_%s_%d", p.prefix, i)
 	if t.provider == "github" {
-		id = fmt.Sprintf("%08x-%04x-4000-8000-%012d", i, len(p.prefix), i)
+		id = fmt.Sprintf("%08x-0000-4000-8000-%012d", i, i)
 	}
 	body := make([]byte, 0, t.size+64)
 	for _, pc := range t.pieces {
