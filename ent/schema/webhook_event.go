@@ -38,8 +38,9 @@ func (WebhookEvent) Fields() []ent.Field {
 			Comment("Configured source name the delivery came through."),
 		field.String("event_type").Immutable(),
 		// The delivered body, byte for byte, so that its signature can be
-		// checked again; text with lz4 compression (chosen by measurement,
-		// docs/BENCHMARKS.md). Read it as JSON in SQL with payload::jsonb.
+		// checked again: text, which its migration compresses with lz4
+		// (chosen by measurement, docs/BENCHMARKS.md). Read it as JSON in
+		// SQL with payload::jsonb.
 		field.Bytes("payload").GoType(json.RawMessage{}).Immutable().
 			SchemaType(map[string]string{dialect.Postgres: "text"}),
 		field.Enum("status").Values("claimed", "processing", "settled", "failed").Default("claimed"),
