@@ -4267,7 +4267,6 @@ type WebhookEventMutation struct {
 	source           *string
 	event_type       *string
 	payload          *json.RawMessage
-	appendpayload    json.RawMessage
 	status           *webhookevent.Status
 	attempts         *int
 	addattempts      *int
@@ -4578,7 +4577,6 @@ func (m *WebhookEventMutation) ResetEventType() {
 // SetPayload sets the "payload" field.
 func (m *WebhookEventMutation) SetPayload(jm json.RawMessage) {
 	m.payload = &jm
-	m.appendpayload = nil
 }
 
 // Payload returns the value of the "payload" field in the mutation.
@@ -4607,23 +4605,9 @@ func (m *WebhookEventMutation) OldPayload(ctx context.Context) (v json.RawMessag
 	return oldValue.Payload, nil
 }
 
-// AppendPayload adds jm to the "payload" field.
-func (m *WebhookEventMutation) AppendPayload(jm json.RawMessage) {
-	m.appendpayload = append(m.appendpayload, jm...)
-}
-
-// AppendedPayload returns the list of values that were appended to the "payload" field in this mutation.
-func (m *WebhookEventMutation) AppendedPayload() (json.RawMessage, bool) {
-	if len(m.appendpayload) == 0 {
-		return nil, false
-	}
-	return m.appendpayload, true
-}
-
 // ResetPayload resets all changes to the "payload" field.
 func (m *WebhookEventMutation) ResetPayload() {
 	m.payload = nil
-	m.appendpayload = nil
 }
 
 // SetStatus sets the "status" field.

@@ -128,10 +128,8 @@ func (_m *WebhookEvent) assignValues(columns []string, values []any) error {
 		case webhookevent.FieldPayload:
 			if value, ok := values[i].(*[]byte); !ok {
 				return fmt.Errorf("unexpected type %T for field payload", values[i])
-			} else if value != nil && len(*value) > 0 {
-				if err := json.Unmarshal(*value, &_m.Payload); err != nil {
-					return fmt.Errorf("unmarshal field payload: %w", err)
-				}
+			} else if value != nil {
+				_m.Payload = *value
 			}
 		case webhookevent.FieldStatus:
 			if value, ok := values[i].(*sql.NullString); !ok {

@@ -410,7 +410,7 @@ func (_c *WebhookEventCreate) createSpec() (*WebhookEvent, *sqlgraph.CreateSpec)
 		_node.EventType = value
 	}
 	if value, ok := _c.mutation.Payload(); ok {
-		_spec.SetField(webhookevent.FieldPayload, field.TypeJSON, value)
+		_spec.SetField(webhookevent.FieldPayload, field.TypeBytes, value)
 		_node.Payload = value
 	}
 	if value, ok := _c.mutation.Status(); ok {

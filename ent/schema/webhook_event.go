@@ -37,8 +37,12 @@ func (WebhookEvent) Fields() []ent.Field {
 		field.String("source").NotEmpty().Immutable().
 			Comment("Configured source name the delivery came through."),
 		field.String("event_type").Immutable(),
-		field.JSON("payload", json.RawMessage{}).Immutable().
-			SchemaType(map[string]string{dialect.Postgres: "jsonb"}),
+		// The delivered body, byte for byte, so that its signature can be
+		// checked again: text, which its migration compresses with lz4
+		// (chosen by measurement, docs/BENCHMARKS.md). Read it as JSON in
+		// SQL with payload::jsonb.
+		field.Bytes("payload").GoType(json.RawMessage{}).Immutable().
+			SchemaType(map[string]string{dialect.Postgres: "text"}),
 		field.Enum("status").Values("claimed", "processing", "settled", "failed").Default("claimed"),
 		field.Int("attempts").Default(0).
 			Comment("Apply attempts, successful or not."),

@@ -3,6 +3,7 @@
 package webhookevent
 
 import (
+	"encoding/json"
 	"time"
 
 	"entgo.io/ent/dialect/sql"
@@ -77,6 +78,12 @@ func Source(v string) predicate.WebhookEvent {
 // EventType applies equality check predicate on the "event_type" field. It's identical to EventTypeEQ.
 func EventType(v string) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldEQ(FieldEventType, v))
+}
+
+// Payload applies equality check predicate on the "payload" field. It's identical to PayloadEQ.
+func Payload(v json.RawMessage) predicate.WebhookEvent {
+	vc := []byte(v)
+	return predicate.WebhookEvent(sql.FieldEQ(FieldPayload, vc))
 }
 
 // Attempts applies equality check predicate on the "attempts" field. It's identical to AttemptsEQ.
@@ -457,6 +464,60 @@ func EventTypeEqualFold(v string) predicate.WebhookEvent {
 // EventTypeContainsFold applies the ContainsFold predicate on the "event_type" field.
 func EventTypeContainsFold(v string) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldContainsFold(FieldEventType, v))
+}
+
+// PayloadEQ applies the EQ predicate on the "payload" field.
+func PayloadEQ(v json.RawMessage) predicate.WebhookEvent {
+	vc := []byte(v)
+	return predicate.WebhookEvent(sql.FieldEQ(FieldPayload, vc))
+}
+
+// PayloadNEQ applies the NEQ predicate on the "payload" field.
+func PayloadNEQ(v json.RawMessage) predicate.WebhookEvent {
+	vc := []byte(v)
+	return predicate.WebhookEvent(sql.FieldNEQ(FieldPayload, vc))
+}
+
+// PayloadIn applies the In predicate on the "payload" field.
+func PayloadIn(vs ...json.RawMessage) predicate.WebhookEvent {
+	v := make([]any, len(vs))
+	for i := range v {
+		v[i] = []byte(vs[i])
+	}
+	return predicate.WebhookEvent(sql.FieldIn(FieldPayload, v...))
+}
+
+// PayloadNotIn applies the NotIn predicate on the "payload" field.
+func PayloadNotIn(vs ...json.RawMessage) predicate.WebhookEvent {
+	v := make([]any, len(vs))
+	for i := range v {
+		v[i] = []byte(vs[i])
+	}
+	return predicate.WebhookEvent(sql.FieldNotIn(FieldPayload, v...))
+}
+
+// PayloadGT applies the GT predicate on the "payload" field.
+func PayloadGT(v json.RawMessage) predicate.WebhookEvent {
+	vc := []byte(v)
+	return predicate.WebhookEvent(sql.FieldGT(FieldPayload, vc))
+}
+
+// PayloadGTE applies the GTE predicate on the "payload" field.
+func PayloadGTE(v json.RawMessage) predicate.WebhookEvent {
+	vc := []byte(v)
+	return predicate.WebhookEvent(sql.FieldGTE(FieldPayload, vc))
+}
+
+// PayloadLT applies the LT predicate on the "payload" field.
+func PayloadLT(v json.RawMessage) predicate.WebhookEvent {
+	vc := []byte(v)
+	return predicate.WebhookEvent(sql.FieldLT(FieldPayload, vc))
+}
+
+// PayloadLTE applies the LTE predicate on the "payload" field.
+func PayloadLTE(v json.RawMessage) predicate.WebhookEvent {
+	vc := []byte(v)
+	return predicate.WebhookEvent(sql.FieldLTE(FieldPayload, vc))
 }
 
 // StatusEQ applies the EQ predicate on the "status" field.

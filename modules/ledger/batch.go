@@ -47,8 +47,12 @@ func NewBatcher(ctx context.Context, c *Claimer, committers, maxBatch int) *Batc
 }
 
 // Claim waits for the batch holding in to commit and returns whether this
-// request claimed the event.
+// request claimed the event. A payload that jsonb would refuse is refused
+// before it joins a batch.
 func (b *Batcher) Claim(ctx context.Context, in Claim) (bool, error) {
+	if err := CheckPayload(in.Payload); err != nil {
+		return false, fmt.Errorf("claim %s/%s: %w", in.Namespace, in.EventID, err)
+	}
 	p := &waiting{ctx: ctx, claim: in, done: make(chan struct{})}
 	select {
 	case b.requests <- p:
@@ -144,16 +148,17 @@ func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
 	sort.SliceStable(batch, func(i, j int) bool { return batch[i].claim.key().less(batch[j].claim.key()) })
 	n := len(batch)
 	var (
-		namespaces, eventIDs, providers, sources, types, payloads, headers = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		secretIdx, skews                                                   = make([]*int64, n), make([]*int64, n)
-		occurred                                                           = make([]*time.Time, n)
-		replayed                                                           = make([]bool, n)
-		digests                                                            = make([]*string, n)
+		namespaces, eventIDs, providers, sources, types, headers = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		payloads                                                 = make([][]byte, n)
+		secretIdx, skews                                         = make([]*int64, n), make([]*int64, n)
+		occurred                                                 = make([]*time.Time, n)
+		replayed                                                 = make([]bool, n)
+		digests                                                  = make([]*string, n)
 	)
 	for i, p := range batch {
 		c := p.claim
 		namespaces[i], eventIDs[i], providers[i], sources[i], types[i] = c.Namespace, c.EventID, c.Provider, c.Source, c.Type
-		payloads[i] = string(c.Payload)
+		payloads[i] = c.Payload
 		h, err := json.Marshal(c.Headers)
 		if err != nil {
 			return err
@@ -180,7 +185,7 @@ func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
 		rows, err := tx.QueryContext(ctx, `
 			INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, headers,
 				secret_index, clock_skew_ms, occurred_at, replayed, body_digest)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::jsonb[],
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
 				$8::bigint[], $9::bigint[], $10::timestamptz[], $11::boolean[], $12::text[])
 			ON CONFLICT DO NOTHING
 			RETURNING namespace, event_id`,

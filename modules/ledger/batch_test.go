@@ -77,7 +77,9 @@ func TestBatcherFallsBackWhenABatchFails(t *testing.T) {
 	go claim(claimOf("evt_first", "invoice.paid"))
 	time.Sleep(200 * time.Millisecond)
 	bad := claimOf("evt_bad", "invoice.paid")
-	bad.Payload = []byte(`{"s":"\u0000"}`)
+	// A payload jsonb refuses never joins a batch; a header jsonb refuses
+	// does, and fails it.
+	bad.Headers = map[string]string{"X-Note": "a\x00b"}
 	go claim(bad)
 	for i := range 19 {
 		go claim(claimOf(fmt.Sprintf("evt_ok%d", i), "invoice.paid"))
@@ -145,7 +147,7 @@ func TestBatcherRecordsEveryColumn(t *testing.T) {
 	require.Positive(t, b.Batches.Load())
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_col3' AND secret_index = 3 AND clock_skew_ms = 3000 AND replayed AND occurred_at = to_timestamp(1700000000)`))
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_col2' AND secret_index IS NULL AND clock_skew_ms IS NULL AND occurred_at IS NULL AND NOT replayed`))
-	require.Equal(t, 4, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE payload->>'type' = 'invoice.paid' AND provider = 'stripe' AND source = 'stripe'`))
+	require.Equal(t, 4, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE payload::jsonb->>'type' = 'invoice.paid' AND provider = 'stripe' AND source = 'stripe'`))
 }
 
 // TestBatchApplySplitsOnFailure: events claimed together are applied in one

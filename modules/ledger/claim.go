@@ -48,8 +48,12 @@ type Claimer struct {
 
 // Claim inserts the ledger row with INSERT ... ON CONFLICT DO NOTHING
 // RETURNING and, when this call inserted it, the apply job. It returns
-// true for a new event and false for a duplicate.
+// true for a new event and false for a duplicate. A payload that jsonb
+// would refuse is refused first (ErrUnstorable), with no database access.
 func (c *Claimer) Claim(ctx context.Context, in Claim) (bool, error) {
+	if err := CheckPayload(in.Payload); err != nil {
+		return false, fmt.Errorf("claim %s/%s: %w", in.Namespace, in.EventID, err)
+	}
 	var claimed bool
 	err := InTx(ctx, c.DB, func(tx *Tx) error {
 		create := tx.Ent.WebhookEvent.Create().

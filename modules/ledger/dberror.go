@@ -36,10 +36,14 @@ func IsUnavailable(err error) bool {
 	return pgconn.SafeToRetry(err) || pgconn.Timeout(err)
 }
 
-// IsBadData reports whether PostgreSQL refused the event's data itself
-// (class 22, e.g. a lone surrogate or invalid UTF-8 in a jsonb value, or
-// nesting past its stack limit): the delivery is a 400, never a retry.
+// IsBadData reports whether the event's data cannot be stored: refused
+// before the claim (ErrUnstorable) or by PostgreSQL itself (class 22, e.g.
+// invalid UTF-8, or nesting past its stack limit): the delivery is a 400,
+// never a retry.
 func IsBadData(err error) bool {
+	if errors.Is(err, ErrUnstorable) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return strings.HasPrefix(pgErr.Code, "22") || pgErr.Code == "54001"

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -61,10 +60,8 @@ func SignGitHub(secret string, body []byte) string {
 }
 
 func parseGitHub(h http.Header, body []byte) (Event, error) {
-	var payload struct {
-		Action string `json:"action"`
-	}
-	if err := json.Unmarshal(body, &payload); err != nil {
+	var payload struct{ Action string }
+	if err := decodeMembers(body, member{"action", &payload.Action}); err != nil {
 		return Event{}, payloadError("not a JSON GitHub payload (set the webhook's content type to application/json): %v", err)
 	}
 	ev := Event{ID: h.Get("X-GitHub-Delivery"), Type: h.Get("X-GitHub-Event")}

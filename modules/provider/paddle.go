@@ -2,7 +2,6 @@ package provider
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -62,12 +61,9 @@ func SignPaddle(secret string, ts int64, body []byte) string {
 }
 
 func parsePaddle(_ http.Header, body []byte) (Event, error) {
-	var ev struct {
-		EventID    string `json:"event_id"`
-		EventType  string `json:"event_type"`
-		OccurredAt string `json:"occurred_at"`
-	}
-	if err := json.Unmarshal(body, &ev); err != nil {
+	var ev struct{ EventID, EventType, OccurredAt string }
+	err := decodeMembers(body, member{"event_id", &ev.EventID}, member{"event_type", &ev.EventType}, member{"occurred_at", &ev.OccurredAt})
+	if err != nil {
 		return Event{}, payloadError("not a JSON Paddle event: %v", err)
 	}
 	out := Event{ID: ev.EventID, Type: ev.EventType}

@@ -64,11 +64,12 @@ func SignStripe(secret string, ts int64, body []byte) string {
 
 func parseStripe(_ http.Header, body []byte) (Event, error) {
 	var ev struct {
-		ID      string `json:"id"`
-		Type    string `json:"type"`
-		Created int64  `json:"created"`
+		ID      string
+		Type    string
+		Created int64
 	}
-	if err := json.Unmarshal(body, &ev); err != nil {
+	err := decodeMembers(body, member{"id", &ev.ID}, member{"type", &ev.Type}, member{"created", &ev.Created})
+	if err != nil {
 		return Event{}, payloadError("not a JSON Stripe event: %v", err)
 	}
 	out := Event{ID: ev.ID, Type: ev.Type}
