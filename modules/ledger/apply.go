@@ -85,43 +85,88 @@ func Apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, 
 // (-1 when the row was not reached), which a failure record checks so that
 // it never overwrites an apply that did commit.
 func apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, Outcome, int, error) {
-	ev := &Event{Namespace: args.Namespace, EventID: args.EventID}
-	var (
-		payload    []byte
-		occurredAt sql.NullTime
-		wasStatus  string
-		attempts   int
-	)
-	err := tx.QueryRowContext(ctx, `
+	k := args.key()
+	rows, err := lockForApply(ctx, tx, []EventKey{k}, args.Force)
+	if err != nil {
+		return nil, OutcomeFailed, -1, err
+	}
+	return applyLocked(ctx, tx, reg, k, rows[k])
+}
+
+// lockedRow is a ledger row that lockForApply locked and marked settled.
+type lockedRow struct {
+	ev *Event
+	// seen is the row's attempts before this attempt.
+	seen int
+}
+
+// lockForApply locks the rows of keys and marks them settled, in one
+// statement whatever their number (the batch's round trips do not grow
+// with it), in key order (byte order, as Go sorts keys, so concurrent
+// batches cannot deadlock). The transaction makes the settle invisible
+// until the handlers succeed, and a failure rolls it back with them. A row
+// already settled is left alone unless force, and is missing from the
+// answer, as is a row that does not exist.
+func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool) (map[EventKey]*lockedRow, error) {
+	namespaces, ids := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		namespaces[i], ids[i] = k.Namespace, k.EventID
+	}
+	rows, err := tx.QueryContext(ctx, `
 		UPDATE webhook_event e
 		SET status = 'settled', settled_at = now(), attempts = e.attempts + 1, last_error = NULL,
 			failures = 0, failing_since = NULL
-		FROM (SELECT id, status FROM webhook_event WHERE namespace = $1 AND event_id = $2 FOR UPDATE) old
+		FROM (SELECT id, status FROM webhook_event
+			WHERE (namespace, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+			ORDER BY namespace COLLATE "C", event_id COLLATE "C" FOR UPDATE) old
 		WHERE e.id = old.id AND (old.status <> 'settled' OR $3)
-		RETURNING e.provider, e.source, e.event_type, e.payload, e.occurred_at, e.replayed, old.status, e.attempts`,
-		args.Namespace, args.EventID, args.Force,
-	).Scan(&ev.Provider, &ev.Source, &ev.Type, &payload, &occurredAt, &ev.Replayed, &wasStatus, &attempts)
-	if errors.Is(err, sql.ErrNoRows) {
-		ev, outcome, err := settledOrGone(ctx, tx, ev)
+		RETURNING e.namespace, e.event_id, e.provider, e.source, e.event_type, e.payload, e.occurred_at, e.replayed, old.status, e.attempts`,
+		namespaces, ids, force)
+	if err != nil {
+		return nil, &dbError{fmt.Errorf("lock %d event(s): %w", len(keys), err)}
+	}
+	defer rows.Close()
+	out := make(map[EventKey]*lockedRow, len(keys))
+	for rows.Next() {
+		var (
+			ev         Event
+			occurredAt sql.NullTime
+			payload    []byte
+			wasStatus  string
+			attempts   int
+		)
+		if err := rows.Scan(&ev.Namespace, &ev.EventID, &ev.Provider, &ev.Source, &ev.Type, &payload, &occurredAt, &ev.Replayed,
+			&wasStatus, &attempts); err != nil {
+			return nil, &dbError{fmt.Errorf("lock %d event(s): %w", len(keys), err)}
+		}
+		ev.Payload, ev.OccurredAt = payload, occurredAt.Time
+		ev.Forced = force && wasStatus == "settled"
+		out[EventKey{Namespace: ev.Namespace, EventID: ev.EventID}] = &lockedRow{ev: &ev, seen: attempts - 1}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, &dbError{fmt.Errorf("lock %d event(s): %w", len(keys), err)}
+	}
+	return out, nil
+}
+
+// applyLocked runs the handlers of a row lockForApply locked; a nil row was
+// already settled, or is gone.
+func applyLocked(ctx context.Context, tx *Tx, reg *Registry, k EventKey, row *lockedRow) (*Event, Outcome, int, error) {
+	if row == nil {
+		ev, outcome, err := settledOrGone(ctx, tx, &Event{Namespace: k.Namespace, EventID: k.EventID})
 		return ev, outcome, -1, err
 	}
-	if err != nil {
-		return nil, OutcomeFailed, -1, &dbError{fmt.Errorf("lock %s/%s: %w", args.Namespace, args.EventID, err)}
-	}
-	seen := attempts - 1
-	ev.Payload = payload
-	ev.OccurredAt = occurredAt.Time
-	ev.Forced = args.Force && wasStatus == "settled"
+	ev := row.ev
 	handlers := reg.Handlers(ev.Provider, ev.Type)
 	if len(handlers) == 0 {
-		return ev, OutcomeUnhandled, seen, nil
+		return ev, OutcomeUnhandled, row.seen, nil
 	}
 	for _, h := range handlers {
 		if err := runHandler(ctx, tx, h, ev); err != nil {
-			return ev, OutcomeFailed, seen, fmt.Errorf("apply %s %s/%s: %w", ev.Type, ev.Namespace, ev.EventID, err)
+			return ev, OutcomeFailed, row.seen, fmt.Errorf("apply %s %s/%s: %w", ev.Type, ev.Namespace, ev.EventID, err)
 		}
 	}
-	return ev, OutcomeSettled, seen, nil
+	return ev, OutcomeSettled, row.seen, nil
 }
 
 // runHandler runs h, turning a panic into an error: a panicking handler

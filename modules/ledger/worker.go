@@ -125,14 +125,21 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ke
 	)
 	err := InTx(ctx, a.DB, func(tx *Tx) error {
 		done, fail = done[:0], nil
+		start := time.Now()
+		locked, err := lockForApply(ctx, tx, keys, force)
+		if err != nil {
+			fail = &failure{attempt: Attempt{Seen: -1}, err: err, kind: classify(ctx, a.DB, tx, err)}
+			return err
+		}
+		lockTook := time.Since(start) / time.Duration(len(keys))
 		for _, k := range keys {
 			start := time.Now()
-			ev, outcome, seen, err := apply(ctx, tx, a.Registry, ApplyArgs{Namespace: k.Namespace, EventID: k.EventID, Force: force})
+			ev, outcome, seen, err := applyLocked(ctx, tx, a.Registry, k, locked[k])
 			if err != nil {
 				fail = &failure{attempt: Attempt{Key: k, Seen: seen}, ev: ev, err: err, kind: classify(ctx, a.DB, tx, err)}
 				return err
 			}
-			done = append(done, applied{ev, outcome, time.Since(start)})
+			done = append(done, applied{ev, outcome, lockTook + time.Since(start)})
 		}
 		if _, err := river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx.Tx, job); err != nil {
 			return &dbError{fmt.Errorf("complete job %d: %w", job.ID, err)}

@@ -45,29 +45,13 @@ func scanMembers(body []byte, fn func(key, value []byte) error) error {
 }
 
 // member is a top-level member to read and where its value goes.
-type member struct {
-	name string
-	dst  any
-}
+type member = Field
 
 // decodeMembers reads the named top-level members of body as decoding it
 // into a struct with those fields would: names match case-insensitively, a
 // later occurrence overrides an earlier one and null leaves a value as it
 // was. The whole body is checked (scanMembers).
-func decodeMembers(body []byte, members ...member) error {
-	return scanMembers(body, func(key, value []byte) error {
-		for _, m := range members {
-			if !bytes.EqualFold(key, []byte(m.name)) {
-				continue
-			}
-			if bytes.Equal(value, []byte("null")) {
-				return nil
-			}
-			return json.Unmarshal(value, m.dst)
-		}
-		return nil
-	})
-}
+func decodeMembers(body []byte, members ...member) error { return DecodeFields(body, members...) }
 
 type scanner struct {
 	b []byte
@@ -259,4 +243,37 @@ func (s *scanner) literal(word string) error {
 	}
 	s.i += len(word)
 	return nil
+}
+
+// Field is one top-level member for DecodeFields: its name and where its
+// value goes. A *json.RawMessage receives the raw value without a copy or
+// a second pass.
+type Field struct {
+	Name string
+	Dst  any
+}
+
+// DecodeFields reads the named top-level members of a JSON object as
+// decoding it into a struct with those fields would, in one pass that skips
+// every other member without decoding it. Handlers use it to read the few
+// fields they need from a large payload: a nested field is read by
+// decoding its parent into a json.RawMessage and calling DecodeFields on
+// that.
+func DecodeFields(body []byte, fields ...Field) error {
+	return scanMembers(body, func(key, value []byte) error {
+		for _, f := range fields {
+			if !bytes.EqualFold(key, []byte(f.Name)) {
+				continue
+			}
+			if bytes.Equal(value, []byte("null")) {
+				return nil
+			}
+			if raw, ok := f.Dst.(*json.RawMessage); ok {
+				*raw = value
+				return nil
+			}
+			return json.Unmarshal(value, f.Dst)
+		}
+		return nil
+	})
 }

@@ -94,53 +94,54 @@ const (
 
 // upsert writes s unless the stored row is newer (or, at an equal version,
 // of no lower precedence). The decision is taken under the row's lock,
-// against its latest committed state, so two applies of one subscription
-// at once give the same result, and see the same tie, in either order: the
-// second waits for the first and then compares with what it wrote. A row
-// that does not exist yet is inserted; a concurrent insert of the same row
-// makes the loser wait, find the row and compare.
+// against its latest committed state: the statement locks the row first
+// (FOR UPDATE waits for a concurrent apply of the same subscription and
+// then reads what it committed), compares, and updates, so two applies at
+// once give the same result, and see the same tie, in either order. A row
+// that does not exist yet is inserted; when a concurrent apply inserts it
+// first, the statement runs again and compares with that row. One round
+// trip in the common case.
 func upsert(ctx context.Context, tx *ledger.Tx, s state) (written, error) {
 	for {
 		var (
-			version int64
-			rank    int
+			found, updated, inserted bool
+			version                  sql.NullInt64
 		)
-		err := tx.QueryRowContext(ctx, `SELECT version, rank FROM subscription WHERE namespace = $1 AND provider = $2 AND external_id = $3 FOR UPDATE`,
-			s.Namespace, s.Provider, s.ExternalID).Scan(&version, &rank)
-		if errors.Is(err, sql.ErrNoRows) {
-			res, err := tx.ExecContext(ctx, `
+		err := tx.QueryRowContext(ctx, `
+			WITH cur AS (
+				SELECT id, version, rank FROM subscription
+				WHERE namespace = $1 AND provider = $2 AND external_id = $3 FOR UPDATE),
+			upd AS (
+				UPDATE subscription t SET customer_id = $4, plan = $5, status = $6, version = $7, rank = $8, event_id = $9,
+					updated_at = CURRENT_TIMESTAMP
+				FROM cur WHERE t.id = cur.id AND (cur.version < $7 OR (cur.version = $7 AND cur.rank < $8))
+				RETURNING 1),
+			ins AS (
 				INSERT INTO subscription (namespace, provider, external_id, customer_id, plan, status, version, rank, event_id)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-				ON CONFLICT (namespace, provider, external_id) DO NOTHING`,
-				s.Namespace, s.Provider, s.ExternalID, s.CustomerID, s.Plan, s.Status, s.Version, s.Rank, s.EventID)
-			if err != nil {
-				return 0, fmt.Errorf("insert subscription %s/%s: %w", s.Provider, s.ExternalID, err)
-			}
-			if n, _ := res.RowsAffected(); n == 1 {
-				return applied, nil
-			}
-			continue // another apply inserted it first: compare with that
-		}
+				SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE NOT EXISTS (SELECT 1 FROM cur)
+				ON CONFLICT (namespace, provider, external_id) DO NOTHING
+				RETURNING 1)
+			SELECT EXISTS (SELECT 1 FROM cur), (SELECT version FROM cur), EXISTS (SELECT 1 FROM upd), EXISTS (SELECT 1 FROM ins)`,
+			s.Namespace, s.Provider, s.ExternalID, s.CustomerID, s.Plan, s.Status, s.Version, s.Rank, s.EventID,
+		).Scan(&found, &version, &updated, &inserted)
 		if err != nil {
-			return 0, fmt.Errorf("lock subscription %s/%s: %w", s.Provider, s.ExternalID, err)
+			return 0, fmt.Errorf("upsert subscription %s/%s: %w", s.Provider, s.ExternalID, err)
 		}
+		tie := found && version.Int64 == s.Version
 		switch {
-		case version > s.Version:
-			return stale, nil
-		case version == s.Version && rank >= s.Rank:
-			return tieKept, nil
-		}
-		_, err = tx.ExecContext(ctx, `
-			UPDATE subscription SET customer_id = $4, plan = $5, status = $6, version = $7, rank = $8, event_id = $9, updated_at = CURRENT_TIMESTAMP
-			WHERE namespace = $1 AND provider = $2 AND external_id = $3`,
-			s.Namespace, s.Provider, s.ExternalID, s.CustomerID, s.Plan, s.Status, s.Version, s.Rank, s.EventID)
-		if err != nil {
-			return 0, fmt.Errorf("update subscription %s/%s: %w", s.Provider, s.ExternalID, err)
-		}
-		if version == s.Version {
+		case !found && inserted:
+			return applied, nil
+		case !found:
+			continue // another apply inserted it first: compare with that
+		case updated && tie:
 			return tieApplied, nil
+		case updated:
+			return applied, nil
+		case tie:
+			return tieKept, nil
+		default:
+			return stale, nil
 		}
-		return applied, nil
 	}
 }
 
@@ -182,9 +183,32 @@ func (o *stripeSubscription) plan() string {
 	return o.Items.Data[0].Plan.ID
 }
 
+// decodeStripeEvent reads the fields used, skipping the rest of a large
+// event (a subscription's items, plans and metadata) without decoding it:
+// decoding the whole payload was most of an apply's CPU.
+func decodeStripeEvent(payload []byte) (stripeEvent, error) {
+	var (
+		se           stripeEvent
+		data, object json.RawMessage
+	)
+	if err := provider.DecodeFields(payload, provider.Field{Name: "created", Dst: &se.Created}, provider.Field{Name: "data", Dst: &data}); err != nil {
+		return se, err
+	}
+	if len(data) == 0 {
+		return se, nil
+	}
+	if err := provider.DecodeFields(data, provider.Field{Name: "object", Dst: &object}); err != nil || len(object) == 0 {
+		return se, err
+	}
+	o := &se.Data.Object
+	err := provider.DecodeFields(object, provider.Field{Name: "id", Dst: &o.ID}, provider.Field{Name: "customer", Dst: &o.Customer},
+		provider.Field{Name: "status", Dst: &o.Status}, provider.Field{Name: "items", Dst: &o.Items})
+	return se, err
+}
+
 func (m *module) applyStripe(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	var se stripeEvent
-	if err := json.Unmarshal(ev.Payload, &se); err != nil {
+	se, err := decodeStripeEvent(ev.Payload)
+	if err != nil {
 		return ledger.Permanent(fmt.Errorf("decode subscription event: %w", err))
 	}
 	obj := se.Data.Object
