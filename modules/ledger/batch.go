@@ -46,6 +46,10 @@ func NewBatcher(ctx context.Context, c *Claimer, committers, maxBatch int) *Batc
 	return b
 }
 
+// Queued is the number of requests waiting for a committer: the depth of
+// the group-commit queue.
+func (b *Batcher) Queued() int { return len(b.requests) }
+
 // Claim waits for the batch holding in to commit and returns whether this
 // request claimed the event. A payload that jsonb would refuse is refused
 // before it joins a batch.

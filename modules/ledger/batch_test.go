@@ -20,6 +20,21 @@ func newBatcher(t *testing.T, h *ledgertest.Harness, committers int) *ledger.Bat
 	return ledger.NewBatcher(ctx, h.Claimer, committers, 256)
 }
 
+// waitLockWaiter waits until a committer's transaction waits on a lock the
+// test holds.
+func waitLockWaiter(t *testing.T, h *ledgertest.Harness) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return h.DB.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) >= 1
+	}, 30*time.Second, 5*time.Millisecond, "no committer waits on the lock")
+}
+
+// waitQueued waits until n requests wait for a committer.
+func waitQueued(t *testing.T, b *ledger.Batcher, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return b.Queued() == n }, 30*time.Second, 5*time.Millisecond, "requests never queued")
+}
+
 func TestBatcherClaimsEachEventOnce(t *testing.T) {
 	h := ledgertest.New(t, 0, nil)
 	b := newBatcher(t, h, 2)
@@ -75,7 +90,7 @@ func TestBatcherFallsBackWhenABatchFails(t *testing.T) {
 		results <- result{c.EventID, ok, err}
 	}
 	go claim(claimOf("evt_first", "invoice.paid"))
-	time.Sleep(200 * time.Millisecond)
+	waitLockWaiter(t, h)
 	bad := claimOf("evt_bad", "invoice.paid")
 	// A payload jsonb refuses never joins a batch; a header jsonb refuses
 	// does, and fails it.
@@ -84,7 +99,7 @@ func TestBatcherFallsBackWhenABatchFails(t *testing.T) {
 	for i := range 19 {
 		go claim(claimOf(fmt.Sprintf("evt_ok%d", i), "invoice.paid"))
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitQueued(t, b, 20)
 	require.NoError(t, lock.Rollback())
 
 	for range 21 {
@@ -126,7 +141,8 @@ func TestBatcherRecordsEveryColumn(t *testing.T) {
 	_, err = lock.Exec(`LOCK TABLE webhook_event IN SHARE MODE`)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
-	for i := range 4 {
+	errs := make(chan error, 4)
+	claim := func(i int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -137,13 +153,23 @@ func TestBatcherRecordsEveryColumn(t *testing.T) {
 				in.SecretIndex, in.ClockSkew, in.OccurredAt = nil, nil, time.Time{}
 			}
 			_, err := b.Claim(context.Background(), in)
-			require.NoError(t, err)
+			errs <- err
 		}()
-		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// The first holds the committer on the lock; the other three queue up
+	// and then commit as one batch.
+	claim(0)
+	waitLockWaiter(t, h)
+	for i := 1; i < 4; i++ {
+		claim(i)
+	}
+	waitQueued(t, b, 3)
 	require.NoError(t, lock.Rollback())
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 	require.Positive(t, b.Batches.Load())
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_col3' AND secret_index = 3 AND clock_skew_ms = 3000 AND replayed AND occurred_at = to_timestamp(1700000000)`))
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_col2' AND secret_index IS NULL AND clock_skew_ms IS NULL AND occurred_at IS NULL AND NOT replayed`))
