@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
 	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/riverqueue/river"
@@ -137,12 +139,11 @@ func (a *App) source(name, providerName string) *receiver.Source {
 }
 
 func (a *App) openDatabase(ctx context.Context) error {
-	pcfg, err := pgxpool.ParseConfig(a.cfg.DatabaseURL.Reveal())
+	pcfg, err := poolConfig(a.cfg.DatabaseURL.Reveal(), a.cfg.DatabasePooler)
 	if err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConns = int32(a.cfg.DBMaxConns)
-	pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("database pool: %w", err)
@@ -152,14 +153,43 @@ func (a *App) openDatabase(ctx context.Context) error {
 	}
 	a.db = stdlib.OpenDBFromPool(a.pool)
 	a.ent = ent.NewClient(ent.Driver(entsql.OpenDB(dialect.Postgres, a.db)))
-	if a.role.WorksJobs() {
-		lcfg := pcfg.Copy()
-		lcfg.MaxConns = 1
-		if a.listener, err = pgxpool.NewWithConfig(ctx, lcfg); err != nil {
-			return fmt.Errorf("listener pool: %w", err)
+	if !a.role.WorksJobs() {
+		return nil
+	}
+	// River's LISTEN holds one session for good: through a transaction
+	// pooler it needs the direct URL, and without one River polls.
+	lcfg := pcfg.Copy()
+	if a.cfg.DatabasePooler == config.PoolerTransaction {
+		if a.cfg.DatabaseDirectURL == "" {
+			return nil
+		}
+		if lcfg, err = poolConfig(a.cfg.DatabaseDirectURL.Reveal(), config.PoolerNone); err != nil {
+			return fmt.Errorf("DATABASE_DIRECT_URL: %w", err)
 		}
 	}
+	lcfg.MaxConns = 1
+	if a.listener, err = pgxpool.NewWithConfig(ctx, lcfg); err != nil {
+		return fmt.Errorf("listener pool: %w", err)
+	}
 	return nil
+}
+
+// poolConfig parses a database URL. Behind a transaction pooler, queries
+// run without named prepared statements (pgx's exec mode: one round trip,
+// parameter types from the Go values), since the next statement may reach
+// another server connection; a default_query_exec_mode in the URL wins.
+// A multi-host URL with target_session_attrs=read-write reaches whichever
+// host is the primary, so a failed-over cluster is found again.
+func poolConfig(rawURL string, pooler config.DatabasePooler) (*pgxpool.Config, error) {
+	pcfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if pooler == config.PoolerTransaction && !strings.Contains(rawURL, "default_query_exec_mode") {
+		pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	return pcfg, nil
 }
 
 func (a *App) sources() ([]receiver.Source, error) {
