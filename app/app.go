@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"riverqueue.com/riverui"
 
@@ -61,11 +62,14 @@ type App struct {
 	metricsLn     net.Listener
 	// stop ends what New started in the background (the claim committers).
 	stop context.CancelFunc
+	// tracing is nil when tracing is off; stopTracing flushes the exporter.
+	tracing     trace.TracerProvider
+	stopTracing func(context.Context) error
 }
 
 // New connects to the database and builds everything role needs. Close
 // releases it.
-func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.Role) (*App, error) {
+func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.Role, opts ...Option) (*App, error) {
 	if err := cfg.RequireDatabase(); err != nil {
 		return nil, err
 	}
@@ -75,6 +79,12 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 	}
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	if err := a.startTracing(ctx); err != nil {
+		return nil, err
 	}
 	if err := a.openDatabase(ctx); err != nil {
 		a.Close()
@@ -88,11 +98,12 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 	}
 	var err error
 	a.river, err = ledger.NewRiver(a.db, a.listener, ledger.RiverOptions{
-		Workers:   workers,
-		Registry:  a.registry,
-		Logger:    log,
-		Metrics:   a.metrics,
-		Retention: cfg.Retention,
+		Workers:    workers,
+		Registry:   a.registry,
+		Logger:     log,
+		Metrics:    a.metrics,
+		Retention:  cfg.Retention,
+		Middleware: a.riverMiddleware(),
 	})
 	if err != nil {
 		a.Close()
@@ -144,6 +155,9 @@ func (a *App) openDatabase(ctx context.Context) error {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConns = int32(a.cfg.DBMaxConns)
+	if a.tracing != nil {
+		pcfg.ConnConfig.Tracer = pgxTracer{tracer: a.tracing.Tracer(tracerName)}
+	}
 	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("database pool: %w", err)
@@ -334,5 +348,12 @@ func (a *App) Close() {
 	}
 	if a.pool != nil {
 		a.pool.Close()
+	}
+	if a.stopTracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := a.stopTracing(ctx); err != nil {
+			a.log.Warn("flush traces", zap.Error(err))
+		}
 	}
 }

@@ -33,6 +33,8 @@ type RiverOptions struct {
 	Retention time.Duration
 	// RetryHorizon overrides the ledger's RetryHorizon when positive.
 	RetryHorizon time.Duration
+	// Middleware wraps job inserts and work (tracing).
+	Middleware []rivertype.Middleware
 }
 
 // NewRiver builds River on db, the *sql.DB view of the process's pgx pool,
@@ -54,6 +56,7 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 		// caps a queue at workers/0.1 s jobs per second.
 		FetchCooldown: FetchCooldown,
 		PollOnly:      listener == nil,
+		Middleware:    o.Middleware,
 	}
 	if o.Workers > 0 {
 		workers := o.Registry.Workers()
