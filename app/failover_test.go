@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,29 +31,41 @@ func TestFailover(t *testing.T) {
 	if os.Getenv("HOOKLEDGER_FAILOVER") == "" {
 		t.Skip("set HOOKLEDGER_FAILOVER=1 (go tool task test:failover)")
 	}
-	t.Run("synchronous", func(t *testing.T) {
-		db, prefix, reports := failover(t, true)
-		f := verify(t, db, prefix, reports)
-		t.Logf("FAILOVER synchronous events=%d deliveries=%d acked=%d lost=%d applied_twice=%d", f.Events, f.Deliveries, f.Acked, f.Lost, f.AppliedTwice)
-	})
-	t.Run("asynchronous", func(t *testing.T) {
-		db, _, reports := failover(t, false)
-		settled(t, db)
-		acked, lost := 0, 0
-		for i, ns := range []string{"stripe", "standard"} {
-			var present int
-			require.NoError(t, db.QueryRow(`SELECT count(*) FROM webhook_event WHERE namespace = $1 AND event_id = ANY($2)`,
-				ns, reports[i].AckedIDs).Scan(&present))
-			acked += len(reports[i].AckedIDs)
-			lost += len(reports[i].AckedIDs) - present
-		}
-		t.Logf("FAILOVER asynchronous acked=%d lost=%d (acknowledged events missing after promotion)", acked, lost)
-	})
+	for _, behind := range []bool{false, true} {
+		name := map[bool]string{false: "synchronous", true: "synchronous_standby_behind"}[behind]
+		t.Run(name, func(t *testing.T) {
+			db, prefix, reports := failover(t, true, behind)
+			f := verify(t, db, prefix, reports)
+			t.Logf("FAILOVER %s events=%d deliveries=%d acked=%d lost=%d applied_twice=%d", name, f.Events, f.Deliveries, f.Acked, f.Lost, f.AppliedTwice)
+		})
+	}
+	for _, behind := range []bool{false, true} {
+		name := map[bool]string{false: "asynchronous", true: "asynchronous_standby_behind"}[behind]
+		t.Run(name, func(t *testing.T) {
+			db, _, reports := failover(t, false, behind)
+			settled(t, db)
+			acked, lost := 0, 0
+			for i, ns := range []string{"stripe", "standard"} {
+				var present int
+				require.NoError(t, db.QueryRow(`SELECT count(*) FROM webhook_event WHERE namespace = $1 AND event_id = ANY($2)`,
+					ns, reports[i].AckedIDs).Scan(&present))
+				acked += len(reports[i].AckedIDs)
+				lost += len(reports[i].AckedIDs) - present
+			}
+			t.Logf("FAILOVER %s acked=%d lost=%d (acknowledged events missing after promotion)", name, acked, lost)
+			if behind {
+				require.Positive(t, lost, "a standby behind the primary loses what the primary acknowledged meanwhile")
+			}
+		})
+	}
 }
 
 // failover runs the scenario and returns the promoted standby's database,
-// the event prefix and the simulator's reports.
-func failover(t *testing.T, synchronous bool) (*sql.DB, string, []*simulate.Report) {
+// the event prefix and the simulator's reports. behind stops the standby's
+// WAL receiver before the kill, as a slow network or a busy standby would,
+// until the primary has committed 150 more claims (asynchronous) or has
+// commits waiting for the standby (synchronous).
+func failover(t *testing.T, synchronous, behind bool) (*sql.DB, string, []*simulate.Report) {
 	t.Helper()
 	ctx := context.Background()
 	parent, err := os.MkdirTemp("", "hookledger-failover-")
@@ -96,7 +109,7 @@ func failover(t *testing.T, synchronous bool) (*sql.DB, string, []*simulate.Repo
 
 	multi := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/hookledger?sslmode=disable&target_session_attrs=read-write", primary.Port, standby.Port)
 	p := startProc(t, multi)
-	prefix := "failover_" + wantSync + "_"
+	prefix := fmt.Sprintf("failover_%s_%v_", wantSync, behind)
 	wait := load(t, p, 400, 200, prefix)
 
 	// Kill the primary while deliveries are being claimed and applied.
@@ -105,8 +118,32 @@ func failover(t *testing.T, synchronous bool) (*sql.DB, string, []*simulate.Repo
 		var n int
 		return onPrimary.QueryRow(`SELECT count(*) FROM webhook_event`).Scan(&n) == nil && n >= 200
 	}, 60*time.Second, 20*time.Millisecond, "load reaches the primary")
+	receiver := 0
+	if behind {
+		onStandby := stdlib.OpenDB(mustConnConfig(t, standby.URL()))
+		require.NoError(t, onStandby.QueryRow(`SELECT pid FROM pg_stat_wal_receiver`).Scan(&receiver))
+		onStandby.Close()
+		var before int
+		require.NoError(t, onPrimary.QueryRow(`SELECT count(*) FROM webhook_event`).Scan(&before))
+		require.NoError(t, syscall.Kill(receiver, syscall.SIGSTOP))
+		// Asynchronous: the primary goes on committing and acknowledging.
+		// Synchronous: its commits wait for the standby, and time out as 503s.
+		progress := `SELECT count(*) >= $1 FROM webhook_event`
+		if synchronous {
+			progress = `SELECT count(*) >= 4 + 0 * $1 FROM pg_stat_activity WHERE wait_event = 'SyncRep'`
+		}
+		require.Eventually(t, func() bool {
+			var ok bool
+			return onPrimary.QueryRow(progress, before+150).Scan(&ok) == nil && ok
+		}, 60*time.Second, 20*time.Millisecond, "the primary goes on past the standby")
+	}
 	onPrimary.Close()
 	require.NoError(t, primary.Stop(ctx, "immediate"))
+	if receiver != 0 {
+		// What the receiver had not written is gone with it; the standby
+		// restarts its recovery from its own WAL.
+		require.NoError(t, syscall.Kill(receiver, syscall.SIGKILL))
+	}
 
 	probe := []byte(`{"id":"evt_failover_gap","type":"x"}`)
 	h, _ := provider.Stripe.Sign(providerSecrets["stripe"], provider.Delivery{Body: probe})
