@@ -10,14 +10,17 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
 	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"riverqueue.com/riverui"
 
@@ -59,11 +62,14 @@ type App struct {
 	metricsLn     net.Listener
 	// stop ends what New started in the background (the claim committers).
 	stop context.CancelFunc
+	// tracing is nil when tracing is off; stopTracing flushes the exporter.
+	tracing     trace.TracerProvider
+	stopTracing func(context.Context) error
 }
 
 // New connects to the database and builds everything role needs. Close
 // releases it.
-func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.Role) (*App, error) {
+func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.Role, opts ...Option) (*App, error) {
 	if err := cfg.RequireDatabase(); err != nil {
 		return nil, err
 	}
@@ -73,6 +79,12 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 	}
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	if err := a.startTracing(ctx); err != nil {
+		return nil, err
 	}
 	if err := a.openDatabase(ctx); err != nil {
 		a.Close()
@@ -86,11 +98,12 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 	}
 	var err error
 	a.river, err = ledger.NewRiver(a.db, a.listener, ledger.RiverOptions{
-		Workers:   workers,
-		Registry:  a.registry,
-		Logger:    log,
-		Metrics:   a.metrics,
-		Retention: cfg.Retention,
+		Workers:    workers,
+		Registry:   a.registry,
+		Logger:     log,
+		Metrics:    a.metrics,
+		Retention:  cfg.Retention,
+		Middleware: a.riverMiddleware(),
 	})
 	if err != nil {
 		a.Close()
@@ -137,12 +150,14 @@ func (a *App) source(name, providerName string) *receiver.Source {
 }
 
 func (a *App) openDatabase(ctx context.Context) error {
-	pcfg, err := pgxpool.ParseConfig(a.cfg.DatabaseURL.Reveal())
+	pcfg, err := poolConfig(a.cfg.DatabaseURL.Reveal(), a.cfg.DatabasePooler)
 	if err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConns = int32(a.cfg.DBMaxConns)
-	pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if a.tracing != nil {
+		pcfg.ConnConfig.Tracer = pgxTracer{tracer: a.tracing.Tracer(tracerName)}
+	}
 	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("database pool: %w", err)
@@ -152,14 +167,43 @@ func (a *App) openDatabase(ctx context.Context) error {
 	}
 	a.db = stdlib.OpenDBFromPool(a.pool)
 	a.ent = ent.NewClient(ent.Driver(entsql.OpenDB(dialect.Postgres, a.db)))
-	if a.role.WorksJobs() {
-		lcfg := pcfg.Copy()
-		lcfg.MaxConns = 1
-		if a.listener, err = pgxpool.NewWithConfig(ctx, lcfg); err != nil {
-			return fmt.Errorf("listener pool: %w", err)
+	if !a.role.WorksJobs() {
+		return nil
+	}
+	// River's LISTEN holds one session for good: through a transaction
+	// pooler it needs the direct URL, and without one River polls.
+	lcfg := pcfg.Copy()
+	if a.cfg.DatabasePooler == config.PoolerTransaction {
+		if a.cfg.DatabaseDirectURL == "" {
+			return nil
+		}
+		if lcfg, err = poolConfig(a.cfg.DatabaseDirectURL.Reveal(), config.PoolerNone); err != nil {
+			return fmt.Errorf("DATABASE_DIRECT_URL: %w", err)
 		}
 	}
+	lcfg.MaxConns = 1
+	if a.listener, err = pgxpool.NewWithConfig(ctx, lcfg); err != nil {
+		return fmt.Errorf("listener pool: %w", err)
+	}
 	return nil
+}
+
+// poolConfig parses a database URL. Behind a transaction pooler, queries
+// run without named prepared statements (pgx's exec mode: one round trip,
+// parameter types from the Go values), since the next statement may reach
+// another server connection; a default_query_exec_mode in the URL wins.
+// A multi-host URL with target_session_attrs=read-write reaches whichever
+// host is the primary, so a failed-over cluster is found again.
+func poolConfig(rawURL string, pooler config.DatabasePooler) (*pgxpool.Config, error) {
+	pcfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if pooler == config.PoolerTransaction && !strings.Contains(rawURL, "default_query_exec_mode") {
+		pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	return pcfg, nil
 }
 
 func (a *App) sources() ([]receiver.Source, error) {
@@ -304,5 +348,12 @@ func (a *App) Close() {
 	}
 	if a.pool != nil {
 		a.pool.Close()
+	}
+	if a.stopTracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := a.stopTracing(ctx); err != nil {
+			a.log.Warn("flush traces", zap.Error(err))
+		}
 	}
 }

@@ -40,7 +40,7 @@ func start(t testing.TB, env map[string]string) *server {
 }
 
 // startOn boots one process of the given role on db.
-func startOn(t testing.TB, db *dbtest.DB, env map[string]string, role config.Role) *server {
+func startOn(t testing.TB, db *dbtest.DB, env map[string]string, role config.Role, opts ...app.Option) *server {
 	t.Helper()
 	vars := map[string]string{
 		"DATABASE_URL":          db.URL,
@@ -57,7 +57,7 @@ func startOn(t testing.TB, db *dbtest.DB, env map[string]string, role config.Rol
 	if tt, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(tt, zaptest.Level(zap.WarnLevel))
 	}
-	a, err := app.New(ctx, cfg, log, role)
+	a, err := app.New(ctx, cfg, log, role, opts...)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

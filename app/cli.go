@@ -96,6 +96,7 @@ provider secrets ...) and HOOKLEDGER_CONFIG; see README.md.`,
 		simulateCommand(),
 		benchCommand(),
 		versionCommand(),
+		healthcheckCommand(),
 	)
 	var plain func(c *cobra.Command)
 	plain = func(c *cobra.Command) {

@@ -25,12 +25,15 @@ func (a *App) buildHTTP() error {
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
+	if a.tracing != nil {
+		e.Use(traceRequests(a.tracing))
+	}
 	e.Use(web.Middleware(a.log.Named("http")), recovery(a.log))
 	e.NoRoute(func(c *gin.Context) { c.JSON(http.StatusNotFound, gin.H{"error": "not found"}) })
 	e.NoMethod(func(c *gin.Context) { c.JSON(http.StatusMethodNotAllowed, gin.H{"error": "method not allowed"}) })
 
 	e.GET("/healthz", healthz)
-	a.metrics.Registry.MustRegister(ledger.NewCollector(a.db))
+	a.metrics.Registry.MustRegister(ledger.NewCollector(a.db), buildInfo())
 	if a.cfg.MetricsAddr == "" {
 		e.GET("/readyz", a.readyz(true))
 		e.GET("/metrics", a.metricsRoute()...)
@@ -76,6 +79,9 @@ func (a *App) buildHTTP() error {
 			ctx, cancel := context.WithCancel(context.Background())
 			a.stop = cancel
 			claimer = ledger.NewBatcher(ctx, single, a.cfg.ClaimCommitters, a.cfg.ClaimBatchMax)
+		}
+		if a.tracing != nil {
+			claimer = tracedClaimer{Claimer: claimer, tracer: a.tracing.Tracer(tracerName)}
 		}
 		receiver.Routes(e, receiver.Config{
 			Sources:      sources,

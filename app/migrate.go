@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -65,7 +66,8 @@ func migrateStep(name, short string) *cobra.Command {
 	}
 }
 
-// migrateDatabase is DATABASE_URL, checked.
+// migrateDatabase is DATABASE_DIRECT_URL when set, else DATABASE_URL,
+// checked.
 func migrateDatabase() (string, error) {
 	cfg, err := config.Load()
 	if err != nil {
@@ -74,7 +76,10 @@ func migrateDatabase() (string, error) {
 	if err := cfg.RequireDatabase(); err != nil {
 		return "", err
 	}
-	return cfg.DatabaseURL.Reveal(), nil
+	if cfg.DatabasePooler == config.PoolerTransaction && cfg.DatabaseDirectURL == "" {
+		return "", errors.New("DATABASE_POOLER=transaction: migrations hold a session-level lock that a transaction pooler cannot keep; set DATABASE_DIRECT_URL to PostgreSQL itself")
+	}
+	return cfg.MigrationURL(), nil
 }
 
 // migrateDown reverts one step, or every step with all, after showing the

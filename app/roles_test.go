@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"testing"
@@ -18,11 +19,22 @@ import (
 // duplicate load: every event is claimed once and applied once.
 func TestSplitRoles(t *testing.T) {
 	db := dbtest.New(t)
+	runSplitRoles(t, db, nil, nil, nil)
+}
+
+// runSplitRoles is the split-role scenario on db; the maps add to each
+// process's environment: both receivers', the first worker's, the second's.
+func runSplitRoles(t *testing.T, db *dbtest.DB, receiverEnv, workerEnv, otherWorkerEnv map[string]string) {
+	t.Helper()
 	// Four processes share the test server's connections.
-	env := map[string]string{"STANDARD_WEBHOOK_SECRET": providerSecrets["standard"], "DB_MAX_CONNS": "12"}
-	receivers := []*server{startOn(t, db, env, config.RoleHTTP), startOn(t, db, env, config.RoleHTTP)}
-	startOn(t, db, env, config.RoleWorker)
-	worker := startOn(t, db, env, config.RoleWorker)
+	with := func(extra map[string]string) map[string]string {
+		env := map[string]string{"STANDARD_WEBHOOK_SECRET": providerSecrets["standard"], "DB_MAX_CONNS": "12"}
+		maps.Copy(env, extra)
+		return env
+	}
+	receivers := []*server{startOn(t, db, with(receiverEnv), config.RoleHTTP), startOn(t, db, with(receiverEnv), config.RoleHTTP)}
+	startOn(t, db, with(workerEnv), config.RoleWorker)
+	worker := startOn(t, db, with(otherWorkerEnv), config.RoleWorker)
 
 	code, _ := worker.post(t, "/webhooks/standard", []byte(`{}`), nil)
 	require.Equal(t, http.StatusNotFound, code, "a worker takes no webhooks")

@@ -149,6 +149,14 @@ type Config struct {
 	GitHubAPIBase string `json:"github_api_base"`
 	PaddleAPIKey  Secret `json:"paddle_api_key"`
 	PaddleAPIBase string `json:"paddle_api_base"`
+
+	// DatabasePooler and DatabaseDirectURL: see deploy.go.
+	DatabasePooler    DatabasePooler `json:"database_pooler"`
+	DatabaseDirectURL Secret         `json:"database_direct_url"`
+	// Tracing is on when the standard OTEL_* variables ask for OTLP traces;
+	// TracingProtocol is then grpc or http/protobuf.
+	Tracing         bool   `json:"tracing"`
+	TracingProtocol string `json:"tracing_protocol,omitempty"`
 }
 
 // providerEnv maps each provider to the variable holding its secrets.
@@ -229,6 +237,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		fail("CLAIM_GROUP_COMMIT=%q: want true or false", v)
 	}
 	c.DBMaxConns = intVar(getenv, "DB_MAX_CONNS", DefaultDBMaxConns, fail)
+	c.loadDeploy(getenv, secret, fail)
 	c.ReadHeaderTimeout = durationVar(getenv, "HTTP_READ_HEADER_TIMEOUT", 5*time.Second, fail)
 	c.ReadTimeout = durationVar(getenv, "HTTP_READ_TIMEOUT", 30*time.Second, fail)
 	for name, d := range map[string]time.Duration{"HTTP_READ_HEADER_TIMEOUT": c.ReadHeaderTimeout, "HTTP_READ_TIMEOUT": c.ReadTimeout} {

@@ -35,6 +35,8 @@ type RiverOptions struct {
 	RetryHorizon time.Duration
 	// ApplyTimeout overrides the ledger's ApplyTimeout when positive.
 	ApplyTimeout time.Duration
+	// Middleware wraps job inserts and work (tracing).
+	Middleware []rivertype.Middleware
 }
 
 // NewRiver builds River on db, the *sql.DB view of the process's pgx pool,
@@ -56,6 +58,7 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 		// caps a queue at workers/0.1 s jobs per second.
 		FetchCooldown: FetchCooldown,
 		PollOnly:      listener == nil,
+		Middleware:    o.Middleware,
 	}
 	if o.Workers > 0 {
 		workers := o.Registry.Workers()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -17,7 +18,8 @@ const loggerKey = "hookledger.logger"
 const RequestIDHeader = "X-Request-Id"
 
 // Middleware gives each request an id (the caller's X-Request-Id when it is
-// short and printable), a logger carrying it, and one access log line.
+// short and printable), a logger carrying it and, when the request is
+// traced, its trace id, and one access log line.
 func Middleware(base *zap.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
@@ -27,6 +29,9 @@ func Middleware(base *zap.Logger) gin.HandlerFunc {
 		}
 		c.Header(RequestIDHeader, id)
 		log := base.With(zap.String("request_id", id))
+		if sc := trace.SpanContextFromContext(c.Request.Context()); sc.IsValid() {
+			log = log.With(zap.String("trace_id", sc.TraceID().String()))
+		}
 		c.Set(loggerKey, log)
 		c.Next()
 		status := c.Writer.Status()

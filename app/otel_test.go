@@ -1,0 +1,81 @@
+package app_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hookledger/hookledger/app"
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/modules/dbtest"
+)
+
+// TestDeliveryTrace checks that one delivery is one connected trace: the
+// HTTP request, the claim inside it, the apply job's insert and its work,
+// the apply, and SQL statements under the claim and the apply.
+func TestDeliveryTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	s := startOn(t, dbtest.New(t), nil, config.RoleAll, app.WithTracerProvider(tp))
+
+	body := subEvent("evt_trace_1", "active", time.Now().Unix())
+	code, _ := s.post(t, "/webhooks/stripe", body, signed(body, time.Now()))
+	require.Equal(t, http.StatusOK, code)
+	s.waitSettled(t, "evt_trace_1")
+
+	byName := func() map[string]tracetest.SpanStub {
+		out := map[string]tracetest.SpanStub{}
+		for _, sp := range exp.GetSpans() {
+			if _, seen := out[sp.Name]; !seen {
+				out[sp.Name] = sp
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { _, ok := byName()["ledger.apply"]; return ok }, 15*time.Second, 20*time.Millisecond, "the apply span ends")
+	spans := byName()
+	httpSpan := spans["POST /webhooks/:source"]
+	require.True(t, httpSpan.SpanContext.IsValid(), "an HTTP server span")
+	require.False(t, httpSpan.Parent.IsValid(), "the HTTP span is the root")
+	require.Equal(t, trace.SpanKindServer, httpSpan.SpanKind)
+
+	// Each step is a child of the one before it.
+	chain := []string{"POST /webhooks/:source", "ledger.claim", "river.insert_many", "river.work/apply_event", "ledger.apply"}
+	for i := 1; i < len(chain); i++ {
+		child, parent := spans[chain[i]], spans[chain[i-1]]
+		require.True(t, child.SpanContext.IsValid(), "span %s", chain[i])
+		require.Equal(t, httpSpan.SpanContext.TraceID(), child.SpanContext.TraceID(), "%s is in the delivery's trace", chain[i])
+		require.Equal(t, parent.SpanContext.SpanID(), child.Parent.SpanID(), "%s is a child of %s", chain[i], chain[i-1])
+	}
+	// SQL statements hang under the claim and under the apply.
+	under := map[string]int{}
+	for _, sp := range exp.GetSpans() {
+		if strings.HasPrefix(sp.Name, "db ") && sp.SpanContext.TraceID() == httpSpan.SpanContext.TraceID() {
+			for _, step := range []string{"ledger.claim", "ledger.apply"} {
+				if sp.Parent.SpanID() == spans[step].SpanContext.SpanID() {
+					under[step]++
+				}
+			}
+		}
+	}
+	require.Positive(t, under["ledger.claim"], "the claim's SQL is traced")
+	require.Positive(t, under["ledger.apply"], "the apply's SQL is traced")
+}
+
+// TestBuildInfo checks hookledger_build_info on /metrics.
+func TestBuildInfo(t *testing.T) {
+	s := start(t, nil)
+	resp, err := http.Get(s.base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^hookledger_build_info\{goversion="go[^"]+",revision="[^"]+",version="[^"]+"\} 1$`, string(b))
+}
