@@ -305,10 +305,22 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	}()
 	_, err = pw.Write(body[:len(body)/2])
 	require.NoError(t, err)
-	time.Sleep(500 * time.Millisecond) // the server is reading the body, even on a loaded machine
+	// The handler has reserved the body's budget: it is reading the body.
+	require.Eventually(t, func() bool {
+		return !strings.Contains(s.metrics(t), "hookledger_body_bytes_in_flight 0\n")
+	}, 60*time.Second, 10*time.Millisecond, "the server never started reading the body")
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.stop() }()
-	time.Sleep(100 * time.Millisecond)
+	// Shutdown has begun once the listener refuses new connections.
+	addr := strings.TrimPrefix(s.base, "http://")
+	require.Eventually(t, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return true
+		}
+		c.Close()
+		return false
+	}, 60*time.Second, 10*time.Millisecond, "shutdown never closed the listener")
 	_, err = pw.Write(body[len(body)/2:])
 	require.NoError(t, err)
 	require.NoError(t, pw.Close())
