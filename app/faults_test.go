@@ -222,9 +222,8 @@ func TestCrashRecovery(t *testing.T) {
 	p := startProc(t, db.URL)
 	wait := load(t, p, 300, 120, "crash_")
 
-	time.Sleep(700 * time.Millisecond)
+	underLoad(t, db.SQL, 50)
 	p.kill9()
-	time.Sleep(200 * time.Millisecond)
 	p.start()
 
 	// Hold every usage row so the workers block inside their apply
@@ -234,10 +233,12 @@ func TestCrashRecovery(t *testing.T) {
 	require.NoError(t, err)
 	_, err = tx.Exec(`SELECT * FROM usage_total FOR UPDATE`)
 	require.NoError(t, err)
-	time.Sleep(500 * time.Millisecond)
+	// A worker waits on the lock: it is inside its apply transaction.
+	require.Eventually(t, func() bool {
+		return db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	}, 60*time.Second, 10*time.Millisecond)
 	p.kill9()
 	require.NoError(t, tx.Rollback())
-	time.Sleep(200 * time.Millisecond)
 	p.start()
 
 	verify(t, db.SQL, "crash_", wait())
@@ -255,9 +256,10 @@ func TestDatabaseRestart(t *testing.T) {
 	p := startProc(t, url)
 	wait := load(t, p, 300, 120, "pgdown_")
 
-	time.Sleep(800 * time.Millisecond)
+	probe := stdlib.OpenDB(mustConnConfig(t, url))
+	underLoad(t, probe, 50)
+	probe.Close()
 	require.NoError(t, cluster.Stop(context.Background(), "immediate"))
-	time.Sleep(1500 * time.Millisecond)
 	down := []byte(`{"id":"evt_down","type":"x"}`)
 	h, _ := provider.Stripe.Sign(providerSecrets["stripe"], provider.Delivery{Body: down})
 	code, _ := (&server{base: "http://" + p.addr}).post(t, "/webhooks/stripe", down, h)
@@ -377,4 +379,14 @@ func dumpPending(t *testing.T, db *sql.DB) {
 	var now string
 	_ = db.QueryRow(`SELECT now()::text`).Scan(&now)
 	t.Logf("now %s", now)
+}
+
+// underLoad waits until at least n events are in the ledger: the fault
+// that follows hits a receiver under load, whatever the machine's speed.
+func underLoad(t *testing.T, db *sql.DB, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var got int
+		return db.QueryRow(`SELECT count(*) FROM webhook_event`).Scan(&got) == nil && got >= n
+	}, 60*time.Second, 10*time.Millisecond, "fewer than %d events arrived", n)
 }
