@@ -58,7 +58,10 @@ func TestClaimOnceUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			ok, err := f.claimer.Claim(context.Background(), claimOf("evt_storm", "invoice.paid"))
-			require.NoError(t, err)
+			if err != nil {
+				t.Error(err) // reported from this goroutine; require stops only the test's own
+				return
+			}
 			if ok {
 				claimed.Add(1)
 			}
