@@ -30,6 +30,7 @@ import (
 	"github.com/hookledger/hookledger/modules/provider"
 	"github.com/hookledger/hookledger/modules/receiver"
 	"github.com/hookledger/hookledger/modules/replay"
+	"github.com/hookledger/hookledger/modules/shortcircuit"
 	"github.com/hookledger/hookledger/modules/subscription"
 	"github.com/hookledger/hookledger/modules/usage"
 )
@@ -59,6 +60,8 @@ type App struct {
 	metricsLn     net.Listener
 	// stop ends what New started in the background (the claim committers).
 	stop context.CancelFunc
+	// gate is the Redis short-circuit (REDIS_URL), or nil.
+	gate *shortcircuit.Gate
 }
 
 // New connects to the database and builds everything role needs. Close
@@ -296,6 +299,7 @@ func (a *App) Close() {
 	if a.metricsLn != nil {
 		a.metricsLn.Close()
 	}
+	_ = a.gate.Close()
 	if a.db != nil {
 		a.db.Close()
 	}

@@ -77,7 +77,12 @@ func (a *App) buildHTTP() error {
 			a.stop = cancel
 			claimer = ledger.NewBatcher(ctx, single, a.cfg.ClaimCommitters, a.cfg.ClaimBatchMax)
 		}
+		gate, err := a.shortCircuit()
+		if err != nil {
+			return err
+		}
 		receiver.Routes(e, receiver.Config{
+			ShortCircuit: gate,
 			Sources:      sources,
 			Claimer:      claimer,
 			LogOnly:      a.cfg.ClaimMode == config.ClaimLogOnly,
