@@ -14,7 +14,8 @@ func (a *App) shortCircuit() (*shortcircuit.Gate, error) {
 	if a.cfg.RedisURL == "" || a.cfg.ClaimMode == config.ClaimLogOnly {
 		return nil, nil
 	}
-	g, err := shortcircuit.New(shortcircuit.Options{URL: a.cfg.RedisURL.Reveal(), TTL: a.cfg.RedisTTL, Timeout: a.cfg.RedisTimeout})
+	g, err := shortcircuit.New(shortcircuit.Options{URL: a.cfg.RedisURL.Reveal(), Prefix: a.cfg.RedisKeyPrefix,
+		TTL: a.cfg.RedisTTL, Timeout: a.cfg.RedisTimeout})
 	if err != nil {
 		return nil, err
 	}

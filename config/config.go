@@ -144,11 +144,12 @@ type Config struct {
 	Warnings []string `json:"warnings,omitempty"`
 
 	// RedisURL, when set, puts the duplicate short-circuit in front of the
-	// claim; RedisTTL is a marker's lifetime and RedisTimeout bounds every
-	// Redis call.
-	RedisURL     Secret        `json:"redis_url"`
-	RedisTTL     time.Duration `json:"redis_ttl"`
-	RedisTimeout time.Duration `json:"redis_timeout"`
+	// claim; RedisTTL is a marker's lifetime, RedisTimeout bounds every
+	// Redis call and RedisKeyPrefix starts every key.
+	RedisURL       Secret        `json:"redis_url"`
+	RedisTTL       time.Duration `json:"redis_ttl"`
+	RedisTimeout   time.Duration `json:"redis_timeout"`
+	RedisKeyPrefix string        `json:"redis_key_prefix"`
 
 	StripeAPIKey  Secret `json:"stripe_api_key"`
 	StripeAPIBase string `json:"stripe_api_base"`

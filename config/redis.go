@@ -7,12 +7,14 @@ import (
 
 // Defaults of the Redis short-circuit.
 const (
-	DefaultRedisTTL     = 60 * time.Second
-	DefaultRedisTimeout = 5 * time.Millisecond
+	DefaultRedisTTL       = 60 * time.Second
+	DefaultRedisTimeout   = 5 * time.Millisecond
+	DefaultRedisKeyPrefix = "hookledger:sc:"
 )
 
-// loadRedis reads REDIS_URL, REDIS_TTL and REDIS_TIMEOUT.
+// loadRedis reads REDIS_URL, REDIS_TTL, REDIS_TIMEOUT and REDIS_KEY_PREFIX.
 func (c *Config) loadRedis(getenv func(string) string, fail func(string, ...any)) {
+	c.RedisKeyPrefix = or(getenv("REDIS_KEY_PREFIX"), DefaultRedisKeyPrefix)
 	c.RedisTTL = durationVar(getenv, "REDIS_TTL", DefaultRedisTTL, fail)
 	c.RedisTimeout = durationVar(getenv, "REDIS_TIMEOUT", DefaultRedisTimeout, fail)
 	if c.RedisTTL < time.Second {

@@ -13,6 +13,7 @@ func TestRedisIsOptional(t *testing.T) {
 	require.Empty(t, c.RedisURL, "no REDIS_URL, no Redis")
 	require.Equal(t, 60*time.Second, c.RedisTTL)
 	require.Equal(t, 5*time.Millisecond, c.RedisTimeout)
+	require.Equal(t, "hookledger:sc:", c.RedisKeyPrefix)
 
 	c, err = FromEnv(env(map[string]string{"REDIS_URL": "redis://:pw@127.0.0.1:6379/2", "REDIS_TTL": "30s", "REDIS_TIMEOUT": "3ms"}))
 	require.NoError(t, err)
