@@ -4,10 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
 	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookledger/hookledger/app"
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/modules/dbtest"
 	"github.com/hookledger/hookledger/modules/redistest"
@@ -101,20 +99,7 @@ func xacts(t *testing.T, db *dbtest.DB) int64 {
 
 // scrape returns the value of one sample on /metrics (0 when absent or
 // unreadable).
-func scrape(base, sample string) float64 {
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindSubmatch(body)
-	if m == nil {
-		return 0
-	}
-	v, _ := strconv.ParseFloat(string(m[1]), 64)
-	return v
-}
+func scrape(base, sample string) float64 { return app.ScrapeSample(http.DefaultClient, base, sample) }
 
 // TestShortCircuitAnswersDuplicatesWithoutATransaction counts the test
 // database's transactions: duplicates with a marker cost none, the same

@@ -28,6 +28,9 @@ const (
 	maxReadableID = 128
 	// writeBatch is the most markers one pipelined round trip writes.
 	writeBatch = 256
+	// minDialTimeout bounds background dials; minIdleConns are kept ready.
+	minDialTimeout = 250 * time.Millisecond
+	minIdleConns   = 8
 )
 
 // Options configure a Gate; zero fields take the defaults.
@@ -81,13 +84,20 @@ func New(opts Options) (*Gate, error) {
 	if opts.NowFunc == nil {
 		opts.NowFunc = time.Now
 	}
-	// Every bound is the call's own context: one dial attempt, no retry,
-	// no wait for a pooled connection longer than the call may take.
+	// Every bound on the request path is the call's own context: one dial
+	// attempt, no retry, no wait for a pooled connection longer than the
+	// call may take. Idle connections are kept dialled in the background
+	// (where DialTimeout applies), and RESP2 needs no HELLO round trip, so
+	// a lookup is one command on a ready connection.
 	ropts.ContextTimeoutEnabled = true
 	ropts.MaxRetries = -1
 	ropts.DialerRetries = 1
-	ropts.DialTimeout = opts.Timeout
+	ropts.DialTimeout = max(opts.Timeout, minDialTimeout)
 	ropts.PoolTimeout = opts.Timeout
+	ropts.MinIdleConns = max(ropts.MinIdleConns, minIdleConns)
+	if ropts.Protocol == 0 {
+		ropts.Protocol = 2
+	}
 	ropts.DisableIdentity = true
 	ropts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 
@@ -235,14 +245,19 @@ func (g *Gate) set(keys []string) {
 }
 
 // record counts a failed call and tells the breaker how the call went; an
-// absent key is a success.
+// absent key is a success. No free connection in time is this process's
+// own congestion, not a verdict on Redis.
 func (g *Gate) record(op string, err error) {
-	if err != nil && !errors.Is(err, redis.Nil) {
+	switch {
+	case err == nil || errors.Is(err, redis.Nil):
+		g.breaker.record(true)
+	case errors.Is(err, redis.ErrPoolTimeout):
+		g.errs.WithLabelValues(op).Inc()
+		g.breaker.abandon()
+	default:
 		g.errs.WithLabelValues(op).Inc()
 		g.breaker.record(false)
-		return
 	}
-	g.breaker.record(true)
 }
 
 func or[T comparable](v, def T) T {
