@@ -33,6 +33,7 @@ import (
 	"github.com/hookledger/hookledger/modules/provider"
 	"github.com/hookledger/hookledger/modules/receiver"
 	"github.com/hookledger/hookledger/modules/replay"
+	"github.com/hookledger/hookledger/modules/shortcircuit"
 	"github.com/hookledger/hookledger/modules/subscription"
 	"github.com/hookledger/hookledger/modules/usage"
 )
@@ -65,6 +66,8 @@ type App struct {
 	// tracing is nil when tracing is off; stopTracing flushes the exporter.
 	tracing     trace.TracerProvider
 	stopTracing func(context.Context) error
+	// gate is the Redis short-circuit (REDIS_URL), or nil.
+	gate *shortcircuit.Gate
 }
 
 // New connects to the database and builds everything role needs. Close
@@ -340,6 +343,7 @@ func (a *App) Close() {
 	if a.metricsLn != nil {
 		a.metricsLn.Close()
 	}
+	_ = a.gate.Close()
 	if a.db != nil {
 		a.db.Close()
 	}

@@ -18,6 +18,7 @@ const modulePath = "github.com/hookledger/hookledger/"
 var corePackages = map[string]bool{
 	"ledger": true, "ledgertest": true, "provider": true, "receiver": true,
 	"metrics": true, "web": true, "dbtest": true, "devdb": true,
+	"shortcircuit": true, "redistest": true,
 }
 
 // TestModuleDependencies enforces the design: nothing imports app, a

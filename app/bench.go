@@ -343,7 +343,7 @@ type benchService struct {
 	db  *pgxpool.Pool
 }
 
-func startBenchService(databaseURL string, role config.Role, groupCommit bool, workers, clients int) (*benchService, error) {
+func startBenchService(databaseURL string, role config.Role, groupCommit bool, workers, clients int, env ...string) (*benchService, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -359,6 +359,7 @@ func startBenchService(databaseURL string, role config.Role, groupCommit bool, w
 		"STRIPE_WEBHOOK_SECRET="+benchSecret, "GITHUB_WEBHOOK_SECRET="+benchSecret, "PADDLE_WEBHOOK_SECRET="+benchSecret,
 		"LOG_LEVEL=warn", "CLAIM_GROUP_COMMIT="+strconv.FormatBool(groupCommit), "WORKERS="+strconv.Itoa(workers),
 		"DB_MAX_CONNS="+strconv.Itoa(workers+clients/2+8), "CLAIM_TIMEOUT=10s")
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err

@@ -95,6 +95,7 @@ provider secrets ...) and HOOKLEDGER_CONFIG; see README.md.`,
 		triggerCommand(),
 		simulateCommand(),
 		benchCommand(),
+		benchRedisCommand(),
 		versionCommand(),
 		healthcheckCommand(),
 	)

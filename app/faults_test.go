@@ -58,7 +58,7 @@ type proc struct {
 	logs *os.File
 }
 
-func startProc(t *testing.T, databaseURL string) *proc {
+func startProc(t *testing.T, databaseURL string, env ...string) *proc {
 	t.Helper()
 	logs, err := os.CreateTemp("", "hookledger-serve-*.log")
 	require.NoError(t, err)
@@ -67,6 +67,7 @@ func startProc(t *testing.T, databaseURL string) *proc {
 		"DATABASE_URL="+databaseURL, "HTTP_ADDR="+p.addr, "LOG_LEVEL=warn", "DB_MAX_CONNS=20",
 		"STRIPE_WEBHOOK_SECRET="+providerSecrets["stripe"], "STANDARD_WEBHOOK_SECRET="+providerSecrets["standard"],
 		"CLAIM_TIMEOUT=1s")
+	p.env = append(p.env, env...)
 	p.start()
 	t.Cleanup(func() {
 		p.stop()

@@ -83,7 +83,12 @@ func (a *App) buildHTTP() error {
 		if a.tracing != nil {
 			claimer = tracedClaimer{Claimer: claimer, tracer: a.tracing.Tracer(tracerName)}
 		}
+		gate, err := a.shortCircuit()
+		if err != nil {
+			return err
+		}
 		receiver.Routes(e, receiver.Config{
+			ShortCircuit: gate,
 			Sources:      sources,
 			Claimer:      claimer,
 			LogOnly:      a.cfg.ClaimMode == config.ClaimLogOnly,

@@ -143,6 +143,14 @@ type Config struct {
 	// logs them at start-up.
 	Warnings []string `json:"warnings,omitempty"`
 
+	// RedisURL, when set, puts the duplicate short-circuit in front of the
+	// claim; RedisTTL is a marker's lifetime, RedisTimeout bounds every
+	// Redis call and RedisKeyPrefix starts every key.
+	RedisURL       Secret        `json:"redis_url"`
+	RedisTTL       time.Duration `json:"redis_ttl"`
+	RedisTimeout   time.Duration `json:"redis_timeout"`
+	RedisKeyPrefix string        `json:"redis_key_prefix"`
+
 	StripeAPIKey  Secret `json:"stripe_api_key"`
 	StripeAPIBase string `json:"stripe_api_base"`
 	GitHubToken   Secret `json:"github_token"`
@@ -194,6 +202,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		ClaimMode:     ClaimMode(or(getenv("CLAIM_MODE"), string(ClaimEnforce))),
 		ReplayToken:   secret("REPLAY_TOKEN"),
 		AdminToken:    secret("ADMIN_TOKEN"),
+		RedisURL:      secret("REDIS_URL"),
 		StripeAPIKey:  secret("STRIPE_API_KEY"),
 		StripeAPIBase: strings.TrimRight(or(getenv("STRIPE_API_BASE"), "https://api.stripe.com"), "/"),
 		GitHubToken:   secret("GITHUB_TOKEN"),
@@ -251,6 +260,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		fail("RECONCILE_INTERVAL=%s, RECONCILE_WINDOW=%s: want an interval of 0 (off) or more and a positive window", c.ReconcileInterval, c.ReconcileWindow)
 	}
 	c.ReconcileSource = or(getenv("RECONCILE_SOURCE"), "stripe")
+	c.loadRedis(getenv, fail)
 	c.ClaimTimeout = durationVar(getenv, "CLAIM_TIMEOUT", DefaultClaimTimeout, fail)
 	if c.ClaimTimeout <= 0 {
 		fail("CLAIM_TIMEOUT=%s: want a positive duration such as 2s", c.ClaimTimeout)

@@ -18,6 +18,7 @@ import (
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/metrics"
 	"github.com/hookledger/hookledger/modules/provider"
+	"github.com/hookledger/hookledger/modules/shortcircuit"
 	"github.com/hookledger/hookledger/modules/web"
 )
 
@@ -98,6 +99,9 @@ type Config struct {
 	// and applied again (the claimer enqueues them).
 	LogOnly bool
 	Metrics *metrics.Set
+	// ShortCircuit answers duplicates with a fresh Redis marker before
+	// the claim (REDIS_URL); nil means no Redis. Off under LogOnly.
+	ShortCircuit *shortcircuit.Gate
 	// NowFunc is the clock for timestamp checks; time.Now when nil.
 	NowFunc func() time.Time
 }
@@ -187,11 +191,22 @@ func (h *handler) receive(c *gin.Context) {
 	}
 	log = log.With(zap.String("event_id", ev.ID), zap.String("event_type", ev.Type))
 
+	if !h.cfg.LogOnly && h.cfg.ShortCircuit.Seen(c.Request.Context(), src.Name, claim.Namespace, claim.EventID) {
+		h.cfg.Metrics.Duplicates.Add(src.Name)
+		h.answer(c, src.Name, metrics.OutcomeDuplicate, http.StatusOK, Response{Status: "duplicate", EventID: ev.ID})
+		return
+	}
+
 	ctx, cancel := context.WithTimeout(c.Request.Context(), h.cfg.ClaimTimeout)
 	defer cancel()
 	start := time.Now()
 	claimed, err := h.cfg.Claimer.Claim(ctx, claim)
 	h.cfg.Metrics.ClaimSeconds.WithLabelValues(src.Name).Observe(time.Since(start).Seconds())
+	if err == nil && !h.cfg.LogOnly && (claimed || claim.BodyDigest == "") {
+		// The ledger holds the event now (a duplicate on the body digest
+		// alone may hold another id: no marker for it).
+		h.cfg.ShortCircuit.Mark(claim.Namespace, claim.EventID)
+	}
 	switch {
 	case err == nil && claimed:
 		log.Named("feed").Info("--> "+ev.Type+" "+ev.ID+" claimed", zap.Bool("replayed", claim.Replayed))

@@ -1,0 +1,27 @@
+package app
+
+import (
+	"go.uber.org/zap"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/modules/shortcircuit"
+)
+
+// shortCircuit builds the Redis short-circuit when REDIS_URL is set and
+// duplicates are enforced (log-only applies every delivery again), and
+// registers its metrics; otherwise it returns nil, no Redis.
+func (a *App) shortCircuit() (*shortcircuit.Gate, error) {
+	if a.cfg.RedisURL == "" || a.cfg.ClaimMode == config.ClaimLogOnly {
+		return nil, nil
+	}
+	g, err := shortcircuit.New(shortcircuit.Options{URL: a.cfg.RedisURL.Reveal(), Prefix: a.cfg.RedisKeyPrefix,
+		TTL: a.cfg.RedisTTL, Timeout: a.cfg.RedisTimeout})
+	if err != nil {
+		return nil, err
+	}
+	a.metrics.Registry.MustRegister(g.Collectors()...)
+	a.gate = g
+	a.log.Info("duplicate short-circuit on", zap.String("redis", config.RedactURL(a.cfg.RedisURL.Reveal())),
+		zap.Duration("ttl", a.cfg.RedisTTL), zap.Duration("timeout", a.cfg.RedisTimeout))
+	return g, nil
+}

@@ -1,0 +1,324 @@
+package app_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/app"
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/modules/dbtest"
+	"github.com/hookledger/hookledger/modules/redistest"
+	"github.com/hookledger/hookledger/modules/simulate"
+)
+
+// redisClient is a plain client for looking at what hookledger wrote.
+func redisClient(t *testing.T, url string) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(url)
+	require.NoError(t, err)
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// markers lists the namespace/id of every marker under prefix.
+func markers(t *testing.T, rdb *redis.Client, prefix string) []string {
+	t.Helper()
+	out, err := scanMarkers(rdb, prefix)
+	require.NoError(t, err)
+	return out
+}
+
+// scanMarkers lists the namespace/id of every marker under prefix (the
+// tests use short ids, whose keys are readable).
+func scanMarkers(rdb *redis.Client, prefix string) ([]string, error) {
+	var out []string
+	iter := rdb.Scan(context.Background(), 0, prefix+"*", 1000).Iterator()
+	for iter.Next(context.Background()) {
+		ns, id, _ := strings.Cut(strings.TrimPrefix(iter.Val(), prefix), ":")
+		out = append(out, ns+"/"+id)
+	}
+	return out, iter.Err()
+}
+
+// missingFromLedger returns the markers whose event the ledger lacks.
+func missingFromLedger(t *testing.T, db *sql.DB, keys []string) []string {
+	t.Helper()
+	missing, err := ledgerLacks(db, keys)
+	require.NoError(t, err)
+	return missing
+}
+
+func ledgerLacks(db *sql.DB, keys []string) ([]string, error) {
+	var missing []string
+	rows, err := db.Query(`SELECT k FROM unnest($1::text[]) AS k
+		WHERE NOT EXISTS (SELECT 1 FROM webhook_event WHERE namespace || '/' || event_id = k)`, keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		missing = append(missing, k)
+	}
+	return missing, rows.Err()
+}
+
+// xacts returns the database's committed and rolled-back transactions
+// once every connection to it has closed, so that each backend has
+// flushed its statistics.
+func xacts(t *testing.T, db *dbtest.DB) int64 {
+	t.Helper()
+	db.Pool.Reset()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbtest.Admin(t))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, db.Name).Scan(&n))
+		return n == 0
+	}, 30*time.Second, 10*time.Millisecond, "connections to %s close", db.Name)
+	var n int64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1`, db.Name).Scan(&n))
+	return n
+}
+
+// scrape returns the value of one sample on /metrics (0 when absent or
+// unreadable).
+func scrape(base, sample string) float64 { return app.ScrapeSample(http.DefaultClient, base, sample) }
+
+// TestShortCircuitAnswersDuplicatesWithoutATransaction counts the test
+// database's transactions: duplicates with a marker cost none, the same
+// duplicates without one cost one each.
+func TestShortCircuitAnswersDuplicatesWithoutATransaction(t *testing.T) {
+	t.Parallel()
+	url, prefix := redistest.URL(t), redistest.Prefix(t)
+	rdb := redisClient(t, url)
+	db := dbtest.New(t)
+	// A generous timeout: on a busy machine a slow lookup would go to
+	// PostgreSQL, which is right, but would blur the count.
+	env := map[string]string{"REDIS_URL": url, "REDIS_KEY_PREFIX": prefix, "REDIS_TIMEOUT": "1s"}
+	const n = 20
+	now := time.Now()
+	deliverAll := func(s *server, want string) {
+		for i := range n {
+			body := subEvent(fmt.Sprintf("evt_sc_%d", i), "active", now.Unix()+int64(i))
+			code, out := s.post(t, "/webhooks/stripe", body, signed(body, now))
+			require.Equal(t, http.StatusOK, code)
+			require.Equal(t, map[string]any{"status": want, "event_id": fmt.Sprintf("evt_sc_%d", i)}, out)
+		}
+	}
+
+	s := startOn(t, db, env, config.RoleHTTP)
+	deliverAll(s, "claimed")
+	nul := []byte(`{"id":"evt_sc_nul","object":"event","type":"invoice.paid","created":1,"note":"a\u0000b"}`)
+	code, _ := s.post(t, "/webhooks/stripe", nul, signed(nul, now))
+	require.Equal(t, http.StatusBadRequest, code, "a payload PostgreSQL refuses")
+	require.Eventually(t, func() bool { return len(markers(t, rdb, prefix)) == n }, 10*time.Second, 10*time.Millisecond)
+	require.NotContains(t, markers(t, rdb, prefix), "stripe/evt_sc_nul", "no marker for an event the ledger refused")
+	require.NoError(t, s.stop())
+
+	// The cost of starting, scraping and stopping a receiver alone.
+	x0 := xacts(t, db)
+	s = startOn(t, db, env, config.RoleHTTP)
+	scrape(s.base, "hookledger_redis_shortcircuit_total")
+	require.NoError(t, s.stop())
+	x1 := xacts(t, db)
+	idle := x1 - x0
+
+	s = startOn(t, db, env, config.RoleHTTP)
+	for range 3 {
+		deliverAll(s, "duplicate")
+	}
+	require.Equal(t, float64(3*n), scrape(s.base, `hookledger_redis_shortcircuit_total{source="stripe"}`))
+	require.NoError(t, s.stop())
+	x2 := xacts(t, db)
+	require.Equal(t, idle, x2-x1, "duplicates with a marker cost no database transaction")
+
+	// Redis flushed: the same duplicates go to PostgreSQL again, one
+	// transaction each, and nothing is claimed twice.
+	require.NoError(t, rdb.Del(context.Background(), prefixed(prefix, markers(t, rdb, prefix))...).Err())
+	s = startOn(t, db, env, config.RoleHTTP)
+	deliverAll(s, "duplicate")
+	scrape(s.base, "hookledger_redis_shortcircuit_total")
+	require.NoError(t, s.stop())
+	x3 := xacts(t, db)
+	require.GreaterOrEqual(t, x3-x2-idle, int64(n), "without markers each duplicate costs a transaction")
+	require.Equal(t, n, db.Count(t, `SELECT count(*) FROM webhook_event`))
+	require.Equal(t, n, len(markers(t, rdb, prefix)), "PostgreSQL's duplicate answers wrote the markers again")
+}
+
+// prefixed turns namespace/id pairs back into keys.
+func prefixed(prefix string, pairs []string) []string {
+	keys := make([]string, len(pairs))
+	for i, p := range pairs {
+		keys[i] = prefix + strings.Replace(p, "/", ":", 1)
+	}
+	return keys
+}
+
+// TestShortCircuitOffInLogOnly: log-only applies every delivery again, so
+// a marker answers nothing and none is written.
+func TestShortCircuitOffInLogOnly(t *testing.T) {
+	t.Parallel()
+	url, prefix := redistest.URL(t), redistest.Prefix(t)
+	rdb := redisClient(t, url)
+	require.NoError(t, rdb.Set(context.Background(), prefix+"stripe:evt_lo_1", "1", time.Minute).Err())
+	s := start(t, map[string]string{"REDIS_URL": url, "REDIS_KEY_PREFIX": prefix, "CLAIM_MODE": "log-only"})
+	now := time.Now()
+	for i, want := range []string{"claimed", "duplicate"} {
+		body := subEvent("evt_lo_1", "active", now.Unix())
+		code, out := s.post(t, "/webhooks/stripe", body, signed(body, now))
+		require.Equal(t, http.StatusOK, code, i)
+		require.Equal(t, want, out["status"], "the ledger answers, not the marker")
+	}
+	body := subEvent("evt_lo_2", "active", now.Unix())
+	code, _ := s.post(t, "/webhooks/stripe", body, signed(body, now))
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, []string{"stripe/evt_lo_1"}, markers(t, rdb, prefix), "log-only writes no marker")
+}
+
+// storm runs the simulator's Stripe and Standard Webhooks events against
+// p: with the same prefix every run delivers the same events again.
+func storm(t *testing.T, p *proc, events int, prefix string) []*simulate.Report {
+	t.Helper()
+	reports := load(t, p, events, 400, prefix)()
+	for _, r := range reports {
+		require.Empty(t, r.Unacked)
+		require.Zero(t, r.Retries, "no delivery was answered with an error: %v", r.Responses)
+		for status := range r.Responses {
+			require.Contains(t, []string{"200 claimed", "200 duplicate"}, status)
+		}
+	}
+	return reports
+}
+
+// redisFaultRun starts a throwaway Redis, a database and a serve process
+// using both, for a fault test.
+func redisFaultRun(t *testing.T, env ...string) (*redistest.Server, *redis.Client, *dbtest.DB, *proc) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("fault test")
+	}
+	t.Parallel()
+	srv := redistest.Start(t)
+	db := dbtest.New(t)
+	return srv, redisClient(t, srv.URL), db, startProc(t, db.URL, append([]string{"REDIS_URL=" + srv.URL}, env...)...)
+}
+
+// TestShortCircuitSurvivesRedisKilledAndFlushed: Redis killed in the middle
+// of a duplicate storm, then back empty, then flushed: no delivery is
+// answered with an error, every event is claimed exactly once and applied
+// once.
+func TestShortCircuitSurvivesRedisKilledAndFlushed(t *testing.T) {
+	// Any error answer must be Redis's doing: give claims time on a busy
+	// machine.
+	srv, rdb, db, p := redisFaultRun(t, "CLAIM_TIMEOUT=10s")
+	base := "http://" + p.addr
+	const events = 150
+	first := storm(t, p, events, "rk_")
+
+	// Kill Redis once the storm is being short-circuited, bring it back
+	// empty once lookups have failed.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if assertEventually(func() bool { return scrape(base, `hookledger_redis_shortcircuit_total{source="stripe"}`) > 20 }, time.Minute) {
+			srv.Kill()
+		}
+		if assertEventually(func() bool { return scrape(base, `hookledger_redis_errors_total{op="lookup"}`) > 0 }, time.Minute) {
+			srv.Restart()
+		}
+	}()
+	for range 3 {
+		storm(t, p, events, "rk_")
+	}
+	wg.Wait()
+	require.Positive(t, scrape(base, `hookledger_redis_errors_total{op="lookup"}`), "the storm ran while Redis was down")
+	// Redis back, empty: once the breaker's pause is over a probe finds
+	// it, PostgreSQL answers the duplicates and their markers return.
+	for deadline := time.Now().Add(time.Minute); len(markers(t, rdb, "hookledger:sc:")) == 0; {
+		require.True(t, time.Now().Before(deadline), "markers are written again once Redis is back")
+		storm(t, p, events, "rk_")
+	}
+	require.Zero(t, scrape(base, "hookledger_redis_breaker_open"))
+	require.NoError(t, rdb.FlushAll(context.Background()).Err())
+	storm(t, p, events, "rk_")
+
+	claimed := 0
+	for _, r := range first {
+		claimed += r.Responses["200 claimed"]
+	}
+	require.Equal(t, 2*events, claimed, "the first storm claimed each event once")
+	require.Equal(t, 2*events, db.Count(t, `SELECT count(*) FROM webhook_event`))
+	verify(t, db.SQL, "rk_", first)
+	require.Empty(t, missingFromLedger(t, db.SQL, markers(t, rdb, "hookledger:sc:")))
+}
+
+// TestMarkerNeverWithoutLedgerRow kills the receiver with SIGKILL twice
+// under load (between commits and their marker writes), and Redis once;
+// all along, every marker names an event the ledger holds, and at the end
+// nothing is lost or applied twice.
+func TestMarkerNeverWithoutLedgerRow(t *testing.T) {
+	srv, rdb, db, p := redisFaultRun(t)
+
+	done := make(chan struct{})
+	violations := make(chan []string, 1)
+	go func() {
+		var seen []string
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				violations <- seen
+				return
+			case <-tick.C:
+			}
+			// Markers first, then the ledger: a marker is written after its
+			// commit, so its row exists by the time the ledger is asked.
+			keys, err := scanMarkers(rdb, "hookledger:sc:")
+			if err != nil {
+				continue // Redis is being killed
+			}
+			missing, err := ledgerLacks(db.SQL, keys)
+			if err != nil {
+				missing = []string{err.Error()}
+			}
+			seen = append(seen, missing...)
+		}
+	}()
+
+	wait := load(t, p, 300, 150, "mk_")
+	rows := func(n int) func() bool {
+		return func() bool { return db.Count(t, `SELECT count(*) FROM webhook_event`) >= n }
+	}
+	require.Eventually(t, rows(100), time.Minute, 10*time.Millisecond)
+	p.kill9()
+	p.start()
+	require.Eventually(t, rows(250), time.Minute, 10*time.Millisecond)
+	srv.Kill()
+	p.kill9()
+	srv.Restart()
+	p.start()
+	reports := wait()
+	close(done)
+	require.Empty(t, <-violations, "a marker named an event the ledger did not hold")
+	verify(t, db.SQL, "mk_", reports)
+	require.Empty(t, missingFromLedger(t, db.SQL, markers(t, rdb, "hookledger:sc:")))
+}
