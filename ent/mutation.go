@@ -4,7 +4,6 @@ package ent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -4266,7 +4265,7 @@ type WebhookEventMutation struct {
 	provider         *string
 	source           *string
 	event_type       *string
-	payload          *json.RawMessage
+	payload          *string
 	status           *webhookevent.Status
 	attempts         *int
 	addattempts      *int
@@ -4575,12 +4574,12 @@ func (m *WebhookEventMutation) ResetEventType() {
 }
 
 // SetPayload sets the "payload" field.
-func (m *WebhookEventMutation) SetPayload(jm json.RawMessage) {
-	m.payload = &jm
+func (m *WebhookEventMutation) SetPayload(s string) {
+	m.payload = &s
 }
 
 // Payload returns the value of the "payload" field in the mutation.
-func (m *WebhookEventMutation) Payload() (r json.RawMessage, exists bool) {
+func (m *WebhookEventMutation) Payload() (r string, exists bool) {
 	v := m.payload
 	if v == nil {
 		return
@@ -4591,7 +4590,7 @@ func (m *WebhookEventMutation) Payload() (r json.RawMessage, exists bool) {
 // OldPayload returns the old "payload" field's value of the WebhookEvent entity.
 // If the WebhookEvent object wasn't provided to the builder, the object is fetched from the database.
 // An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *WebhookEventMutation) OldPayload(ctx context.Context) (v json.RawMessage, err error) {
+func (m *WebhookEventMutation) OldPayload(ctx context.Context) (v string, err error) {
 	if !m.op.Is(OpUpdateOne) {
 		return v, errors.New("OldPayload is only allowed on UpdateOne operations")
 	}
@@ -5494,7 +5493,7 @@ func (m *WebhookEventMutation) SetField(name string, value ent.Value) error {
 		m.SetEventType(v)
 		return nil
 	case webhookevent.FieldPayload:
-		v, ok := value.(json.RawMessage)
+		v, ok := value.(string)
 		if !ok {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}

@@ -29,7 +29,7 @@ type WebhookEvent struct {
 	// EventType holds the value of the "event_type" field.
 	EventType string `json:"event_type,omitempty"`
 	// Payload holds the value of the "payload" field.
-	Payload json.RawMessage `json:"payload,omitempty"`
+	Payload string `json:"payload,omitempty"`
 	// Status holds the value of the "status" field.
 	Status webhookevent.Status `json:"status,omitempty"`
 	// Apply attempts, successful or not.
@@ -64,13 +64,13 @@ func (*WebhookEvent) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case webhookevent.FieldPayload, webhookevent.FieldHeaders:
+		case webhookevent.FieldHeaders:
 			values[i] = new([]byte)
 		case webhookevent.FieldReplayed:
 			values[i] = new(sql.NullBool)
 		case webhookevent.FieldID, webhookevent.FieldAttempts, webhookevent.FieldSecretIndex, webhookevent.FieldClockSkewMs, webhookevent.FieldFailures:
 			values[i] = new(sql.NullInt64)
-		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldStatus, webhookevent.FieldLastError, webhookevent.FieldBodyDigest:
+		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldPayload, webhookevent.FieldStatus, webhookevent.FieldLastError, webhookevent.FieldBodyDigest:
 			values[i] = new(sql.NullString)
 		case webhookevent.FieldReceivedAt, webhookevent.FieldSettledAt, webhookevent.FieldOccurredAt, webhookevent.FieldFailingSince:
 			values[i] = new(sql.NullTime)
@@ -126,10 +126,10 @@ func (_m *WebhookEvent) assignValues(columns []string, values []any) error {
 				_m.EventType = value.String
 			}
 		case webhookevent.FieldPayload:
-			if value, ok := values[i].(*[]byte); !ok {
+			if value, ok := values[i].(*sql.NullString); !ok {
 				return fmt.Errorf("unexpected type %T for field payload", values[i])
-			} else if value != nil {
-				_m.Payload = *value
+			} else if value.Valid {
+				_m.Payload = value.String
 			}
 		case webhookevent.FieldStatus:
 			if value, ok := values[i].(*sql.NullString); !ok {
@@ -270,7 +270,7 @@ func (_m *WebhookEvent) String() string {
 	builder.WriteString(_m.EventType)
 	builder.WriteString(", ")
 	builder.WriteString("payload=")
-	builder.WriteString(fmt.Sprintf("%v", _m.Payload))
+	builder.WriteString(_m.Payload)
 	builder.WriteString(", ")
 	builder.WriteString("status=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Status))

@@ -4,7 +4,6 @@ package ent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -54,7 +53,7 @@ func (_c *WebhookEventCreate) SetEventType(v string) *WebhookEventCreate {
 }
 
 // SetPayload sets the "payload" field.
-func (_c *WebhookEventCreate) SetPayload(v json.RawMessage) *WebhookEventCreate {
+func (_c *WebhookEventCreate) SetPayload(v string) *WebhookEventCreate {
 	_c.mutation.SetPayload(v)
 	return _c
 }
@@ -410,7 +409,7 @@ func (_c *WebhookEventCreate) createSpec() (*WebhookEvent, *sqlgraph.CreateSpec)
 		_node.EventType = value
 	}
 	if value, ok := _c.mutation.Payload(); ok {
-		_spec.SetField(webhookevent.FieldPayload, field.TypeBytes, value)
+		_spec.SetField(webhookevent.FieldPayload, field.TypeString, value)
 		_node.Payload = value
 	}
 	if value, ok := _c.mutation.Status(); ok {

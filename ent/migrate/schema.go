@@ -161,7 +161,7 @@ var (
 		{Name: "provider", Type: field.TypeString},
 		{Name: "source", Type: field.TypeString},
 		{Name: "event_type", Type: field.TypeString},
-		{Name: "payload", Type: field.TypeBytes, SchemaType: map[string]string{"postgres": "text"}},
+		{Name: "payload", Type: field.TypeString, Size: 2147483647, SchemaType: map[string]string{"postgres": "text"}},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"claimed", "processing", "settled", "failed"}, Default: "claimed"},
 		{Name: "attempts", Type: field.TypeInt, Default: 0},
 		{Name: "last_error", Type: field.TypeString, Nullable: true},

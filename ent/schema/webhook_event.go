@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"encoding/json"
 	"time"
 
 	"entgo.io/ent"
@@ -41,7 +40,10 @@ func (WebhookEvent) Fields() []ent.Field {
 		// checked again: text, which its migration compresses with lz4
 		// (chosen by measurement, docs/BENCHMARKS.md). Read it as JSON in
 		// SQL with payload::jsonb.
-		field.Bytes("payload").GoType(json.RawMessage{}).Immutable().
+		// A string in Go, so that it is sent as text whatever pgx's query
+		// mode: through a transaction pooler (no prepared statements) pgx
+		// would send bytes as bytea, and the column would store their hex.
+		field.Text("payload").Immutable().
 			SchemaType(map[string]string{dialect.Postgres: "text"}),
 		field.Enum("status").Values("claimed", "processing", "settled", "failed").Default("claimed"),
 		field.Int("attempts").Default(0).

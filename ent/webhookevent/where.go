@@ -3,7 +3,6 @@
 package webhookevent
 
 import (
-	"encoding/json"
 	"time"
 
 	"entgo.io/ent/dialect/sql"
@@ -81,9 +80,8 @@ func EventType(v string) predicate.WebhookEvent {
 }
 
 // Payload applies equality check predicate on the "payload" field. It's identical to PayloadEQ.
-func Payload(v json.RawMessage) predicate.WebhookEvent {
-	vc := []byte(v)
-	return predicate.WebhookEvent(sql.FieldEQ(FieldPayload, vc))
+func Payload(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldPayload, v))
 }
 
 // Attempts applies equality check predicate on the "attempts" field. It's identical to AttemptsEQ.
@@ -467,57 +465,68 @@ func EventTypeContainsFold(v string) predicate.WebhookEvent {
 }
 
 // PayloadEQ applies the EQ predicate on the "payload" field.
-func PayloadEQ(v json.RawMessage) predicate.WebhookEvent {
-	vc := []byte(v)
-	return predicate.WebhookEvent(sql.FieldEQ(FieldPayload, vc))
+func PayloadEQ(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldPayload, v))
 }
 
 // PayloadNEQ applies the NEQ predicate on the "payload" field.
-func PayloadNEQ(v json.RawMessage) predicate.WebhookEvent {
-	vc := []byte(v)
-	return predicate.WebhookEvent(sql.FieldNEQ(FieldPayload, vc))
+func PayloadNEQ(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNEQ(FieldPayload, v))
 }
 
 // PayloadIn applies the In predicate on the "payload" field.
-func PayloadIn(vs ...json.RawMessage) predicate.WebhookEvent {
-	v := make([]any, len(vs))
-	for i := range v {
-		v[i] = []byte(vs[i])
-	}
-	return predicate.WebhookEvent(sql.FieldIn(FieldPayload, v...))
+func PayloadIn(vs ...string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIn(FieldPayload, vs...))
 }
 
 // PayloadNotIn applies the NotIn predicate on the "payload" field.
-func PayloadNotIn(vs ...json.RawMessage) predicate.WebhookEvent {
-	v := make([]any, len(vs))
-	for i := range v {
-		v[i] = []byte(vs[i])
-	}
-	return predicate.WebhookEvent(sql.FieldNotIn(FieldPayload, v...))
+func PayloadNotIn(vs ...string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotIn(FieldPayload, vs...))
 }
 
 // PayloadGT applies the GT predicate on the "payload" field.
-func PayloadGT(v json.RawMessage) predicate.WebhookEvent {
-	vc := []byte(v)
-	return predicate.WebhookEvent(sql.FieldGT(FieldPayload, vc))
+func PayloadGT(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGT(FieldPayload, v))
 }
 
 // PayloadGTE applies the GTE predicate on the "payload" field.
-func PayloadGTE(v json.RawMessage) predicate.WebhookEvent {
-	vc := []byte(v)
-	return predicate.WebhookEvent(sql.FieldGTE(FieldPayload, vc))
+func PayloadGTE(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGTE(FieldPayload, v))
 }
 
 // PayloadLT applies the LT predicate on the "payload" field.
-func PayloadLT(v json.RawMessage) predicate.WebhookEvent {
-	vc := []byte(v)
-	return predicate.WebhookEvent(sql.FieldLT(FieldPayload, vc))
+func PayloadLT(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLT(FieldPayload, v))
 }
 
 // PayloadLTE applies the LTE predicate on the "payload" field.
-func PayloadLTE(v json.RawMessage) predicate.WebhookEvent {
-	vc := []byte(v)
-	return predicate.WebhookEvent(sql.FieldLTE(FieldPayload, vc))
+func PayloadLTE(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLTE(FieldPayload, v))
+}
+
+// PayloadContains applies the Contains predicate on the "payload" field.
+func PayloadContains(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldContains(FieldPayload, v))
+}
+
+// PayloadHasPrefix applies the HasPrefix predicate on the "payload" field.
+func PayloadHasPrefix(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldHasPrefix(FieldPayload, v))
+}
+
+// PayloadHasSuffix applies the HasSuffix predicate on the "payload" field.
+func PayloadHasSuffix(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldHasSuffix(FieldPayload, v))
+}
+
+// PayloadEqualFold applies the EqualFold predicate on the "payload" field.
+func PayloadEqualFold(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEqualFold(FieldPayload, v))
+}
+
+// PayloadContainsFold applies the ContainsFold predicate on the "payload" field.
+func PayloadContainsFold(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldContainsFold(FieldPayload, v))
 }
 
 // StatusEQ applies the EQ predicate on the "status" field.

@@ -79,7 +79,7 @@ func EventOf(r *ent.WebhookEvent, withPayload bool) Event {
 		e.SettledAt = &t
 	}
 	if withPayload {
-		e.Payload = r.Payload
+		e.Payload = json.RawMessage(r.Payload)
 	}
 	return e
 }

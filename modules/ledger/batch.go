@@ -153,7 +153,7 @@ func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
 	n := len(batch)
 	var (
 		namespaces, eventIDs, providers, sources, types, headers = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		payloads                                                 = make([][]byte, n)
+		payloads                                                 = make([]string, n) // text whatever pgx's query mode (bytes would go as bytea)
 		secretIdx, skews                                         = make([]*int64, n), make([]*int64, n)
 		occurred                                                 = make([]*time.Time, n)
 		replayed                                                 = make([]bool, n)
@@ -162,7 +162,7 @@ func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
 	for i, p := range batch {
 		c := p.claim
 		namespaces[i], eventIDs[i], providers[i], sources[i], types[i] = c.Namespace, c.EventID, c.Provider, c.Source, c.Type
-		payloads[i] = c.Payload
+		payloads[i] = string(c.Payload)
 		h, err := json.Marshal(c.Headers)
 		if err != nil {
 			return err

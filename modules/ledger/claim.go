@@ -62,7 +62,7 @@ func (c *Claimer) Claim(ctx context.Context, in Claim) (bool, error) {
 			SetProvider(in.Provider).
 			SetSource(in.Source).
 			SetEventType(in.Type).
-			SetPayload(in.Payload).
+			SetPayload(string(in.Payload)).
 			SetHeaders(in.Headers).
 			SetNillableSecretIndex(in.SecretIndex).
 			SetReplayed(in.Replayed)
