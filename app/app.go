@@ -31,6 +31,7 @@ import (
 	"github.com/hookledger/hookledger/modules/receiver"
 	"github.com/hookledger/hookledger/modules/replay"
 	"github.com/hookledger/hookledger/modules/subscription"
+	"github.com/hookledger/hookledger/modules/thin"
 	"github.com/hookledger/hookledger/modules/usage"
 )
 
@@ -115,6 +116,8 @@ func (a *App) registerModules() {
 		Base: a.cfg.StripeAPIBase, Key: a.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 5 * time.Second}}})
 	payment.Register(a.registry, payment.Config{DB: a.db, Sender: payment.LogSender{Logger: a.log.Named("receipt")}})
 	usage.Register(a.registry)
+	thin.Register(a.registry, thin.Config{DB: a.db, API: thin.API{
+		Base: a.cfg.StripeAPIBase, Key: a.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 10 * time.Second}}})
 	github.Register(a.registry)
 	if a.cfg.ReconcileInterval > 0 {
 		replay.RegisterReconcile(a.registry, replay.ReconcileConfig{
