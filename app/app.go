@@ -183,8 +183,8 @@ func (a *App) sources() ([]receiver.Source, error) {
 		}
 		if p == provider.Standard {
 			for i, sec := range secrets {
-				if _, err := provider.StandardKey(sec); err != nil {
-					return nil, fmt.Errorf("source %s: secret %d is not a Standard Webhooks secret (whsec_ and base64): %w", s.Name, i, err)
+				if err := provider.CheckStandardKey(string(sec)); err != nil {
+					return nil, fmt.Errorf("source %s: key %d (secrets, then public keys): %w", s.Name, i, err)
 				}
 			}
 		}

@@ -270,6 +270,11 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}
 	for _, pe := range providerEnv {
 		secrets := splitSecrets(string(secret(pe.env)))
+		if pe.provider == "standard" {
+			// v1a (ed25519) public keys verify beside the v1 secrets and
+			// are numbered after them.
+			secrets = append(secrets, splitSecrets(string(secret("STANDARD_WEBHOOK_PUBLIC_KEY")))...)
+		}
 		if len(secrets) == 0 {
 			continue // an empty secret disables the source; it never accepts everything
 		}
@@ -289,6 +294,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		}
 	}
 	errs = append(errs, c.checkSharedNamespaces()...)
+	errs = append(errs, c.checkSigningKeys()...)
 	c.warn()
 	return c, errors.Join(errs...)
 }
@@ -318,6 +324,21 @@ func (c *Config) checkSharedNamespaces() []error {
 			}
 			errs = append(errs, fmt.Errorf("sources %s and %s share namespace %q with different secrets, so each could claim the other's event ids: "+
 				"give one its own namespace, or set share_namespace: true on the config-file source(s) if both are endpoints of one account", b.Name, a.Name, a.Namespace))
+		}
+	}
+	return errs
+}
+
+// checkSigningKeys refuses a Standard Webhooks signing key (whsk_) on any
+// source: a receiver verifies v1a signatures with the sender's public key
+// (whpk_) and must never hold the key that makes them.
+func (c *Config) checkSigningKeys() []error {
+	var errs []error
+	for _, s := range c.Sources {
+		for i, sec := range s.Secrets {
+			if strings.HasPrefix(sec.Reveal(), "whsk_") {
+				errs = append(errs, fmt.Errorf("source %s: key %d is a Standard Webhooks signing key (whsk_): a receiver needs only the sender's public key (whpk_, STANDARD_WEBHOOK_PUBLIC_KEY or public_keys); remove the signing key from this host", s.Name, i))
+			}
 		}
 	}
 	return errs
