@@ -58,6 +58,9 @@ type App struct {
 	// metricsEngine and metricsLn serve METRICS_ADDR, when it is set.
 	metricsEngine *gin.Engine
 	metricsLn     net.Listener
+	// published is the providers' published address lists, once a
+	// source's allow_ips names one.
+	published *provider.PublishedIPs
 	// stop ends what New started in the background (the claim committers).
 	stop context.CancelFunc
 }
@@ -166,7 +169,10 @@ func (a *App) openDatabase(ctx context.Context) error {
 }
 
 func (a *App) sources() ([]receiver.Source, error) {
-	var out []receiver.Source
+	var (
+		out []receiver.Source
+		err error
+	)
 	for _, s := range a.cfg.Sources {
 		p, ok := provider.Lookup(s.Provider)
 		if !ok {
@@ -178,6 +184,9 @@ func (a *App) sources() ([]receiver.Source, error) {
 		}
 		src := receiver.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, Secrets: secrets, Tolerance: s.Tolerance,
 			ReplayToken: a.cfg.ReplayTokenOf(s).Reveal(), BodyDedup: s.BodyDedup}
+		if src.AllowIPs, err = a.allowList(s); err != nil {
+			return nil, err
+		}
 		if f := s.IDFallback; f != nil {
 			src.IDFallback = &provider.IDFallback{Header: f.Header, JSONPath: f.JSONPath, HashFields: f.HashFields}
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -32,6 +33,9 @@ const (
 	// MinRetention is Stripe's replay window: a pruned id younger than this
 	// could be delivered or replayed again and claimed a second time.
 	MinRetention = 720 * time.Hour
+	// DefaultPublishedIPsMaxAge is when a published address list counts
+	// as stale.
+	DefaultPublishedIPsMaxAge = 30 * 24 * time.Hour
 )
 
 // ClaimMode says what a verified duplicate does.
@@ -98,6 +102,9 @@ type Source struct {
 	// answers a delivery whose signed body equals an earlier event's under
 	// another id as a duplicate (a replay with a forged id).
 	BodyDedup bool `json:"body_dedup"`
+	// AllowIPs (config file) are the client networks the source accepts:
+	// CIDRs, addresses, or "stripe" / "github" for the published lists.
+	AllowIPs []string `json:"allow_ips,omitempty"`
 	// fromEnv marks a source enabled by its provider's variable.
 	fromEnv bool
 }
@@ -142,6 +149,16 @@ type Config struct {
 	// Warnings are configuration choices that load but look wrong; serve
 	// logs them at start-up.
 	Warnings []string `json:"warnings,omitempty"`
+
+	// TrustedProxies are the proxies (CIDRs) whose X-Forwarded-For gives
+	// the client address; none by default: the connection's address is it.
+	TrustedProxies []string `json:"trusted_proxies,omitempty"`
+	// PublishedIPsFile is where `hookledger ips update` keeps the
+	// providers' published address lists; empty: the shipped copy.
+	PublishedIPsFile string `json:"published_ips_file,omitempty"`
+	// PublishedIPsMaxAge is the age past which a published list is
+	// reported stale.
+	PublishedIPsMaxAge time.Duration `json:"published_ips_max_age"`
 
 	StripeAPIKey  Secret `json:"stripe_api_key"`
 	StripeAPIBase string `json:"stripe_api_base"`
@@ -242,6 +259,20 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		fail("RECONCILE_INTERVAL=%s, RECONCILE_WINDOW=%s: want an interval of 0 (off) or more and a positive window", c.ReconcileInterval, c.ReconcileWindow)
 	}
 	c.ReconcileSource = or(getenv("RECONCILE_SOURCE"), "stripe")
+	for _, p := range strings.Split(getenv("TRUSTED_PROXIES"), ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !isNetwork(p) {
+			fail("TRUSTED_PROXIES: %q is neither a CIDR nor an address", p)
+		}
+		c.TrustedProxies = append(c.TrustedProxies, p)
+	}
+	c.PublishedIPsFile = getenv("PUBLISHED_IPS_FILE")
+	c.PublishedIPsMaxAge = durationVar(getenv, "PUBLISHED_IPS_MAX_AGE", DefaultPublishedIPsMaxAge, fail)
+	if c.PublishedIPsMaxAge <= 0 {
+		fail("PUBLISHED_IPS_MAX_AGE=%s: want a positive duration such as 720h", c.PublishedIPsMaxAge)
+	}
 	c.ClaimTimeout = durationVar(getenv, "CLAIM_TIMEOUT", DefaultClaimTimeout, fail)
 	if c.ClaimTimeout <= 0 {
 		fail("CLAIM_TIMEOUT=%s: want a positive duration such as 2s", c.ClaimTimeout)
@@ -406,6 +437,15 @@ func (c *Config) ReplayTokenOf(s Source) Secret {
 		return s.ReplayToken
 	}
 	return c.ReplayToken
+}
+
+// isNetwork reports whether v is a CIDR or an address.
+func isNetwork(v string) bool {
+	if _, err := netip.ParsePrefix(v); err == nil {
+		return true
+	}
+	_, err := netip.ParseAddr(v)
+	return err == nil
 }
 
 // RequireDatabase reports a clear error when DATABASE_URL is missing.

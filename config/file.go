@@ -47,6 +47,9 @@ type fileSource struct {
 	// BodyDedup (GitHub, Shopify; default true) treats a delivery whose
 	// signed body equals an earlier event's as a replay.
 	BodyDedup *bool `yaml:"body_dedup"`
+	// AllowIPs are the client networks accepted: CIDRs, addresses, or
+	// stripe / github for the providers' published lists.
+	AllowIPs []string `yaml:"allow_ips"`
 }
 
 type fileConfig struct {
@@ -176,6 +179,11 @@ func (c *Config) fileSource(fs fileSource, getenv func(string) string) (src Sour
 		}
 		secrets = append(secrets, splitSecrets(v)...)
 	}
+	for j, e := range fs.AllowIPs {
+		if e != "stripe" && e != "github" && !isNetwork(e) {
+			fail("allow_ips[%d] %q: want a CIDR, an address, stripe or github", j, e)
+		}
+	}
 	var replayToken string
 	if fs.ReplayTokenEnv != "" {
 		if replayToken, err = secretVar(getenv, fs.ReplayTokenEnv); err != nil {
@@ -185,6 +193,7 @@ func (c *Config) fileSource(fs fileSource, getenv func(string) string) (src Sour
 	src = Source{
 		Name: fs.Name, Provider: fs.Provider, Namespace: ns, Secrets: secrets, Tolerance: tolerance, IDFallback: fs.ID,
 		ReplayToken: Secret(strings.TrimSpace(replayToken)), ShareNamespace: fs.ShareNamespace, BodyDedup: true,
+		AllowIPs: fs.AllowIPs,
 	}
 	if fs.BodyDedup != nil {
 		src.BodyDedup = *fs.BodyDedup
