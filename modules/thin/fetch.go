@@ -40,9 +40,6 @@ func (w *fetchWorker) NextRetry(job *river.Job[FetchArgs]) time.Time {
 	return time.Now().Add(ledger.RetryDelay(job.Attempt))
 }
 
-// Timeout bounds one attempt: two API calls and a write.
-func (w *fetchWorker) Timeout(*river.Job[FetchArgs]) time.Duration { return 30 * time.Second }
-
 // Work fetches the related object, then, in one transaction, writes it
 // through the snapshot type's handlers, unless the snapshot twin has
 // reached the ledger meanwhile. Stripe unreachable or failing retries; an
