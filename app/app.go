@@ -35,6 +35,7 @@ import (
 	"github.com/hookledger/hookledger/modules/replay"
 	"github.com/hookledger/hookledger/modules/shortcircuit"
 	"github.com/hookledger/hookledger/modules/subscription"
+	"github.com/hookledger/hookledger/modules/thin"
 	"github.com/hookledger/hookledger/modules/usage"
 )
 
@@ -61,6 +62,9 @@ type App struct {
 	// metricsEngine and metricsLn serve METRICS_ADDR, when it is set.
 	metricsEngine *gin.Engine
 	metricsLn     net.Listener
+	// published is the providers' published address lists, once a
+	// source's allow_ips names one.
+	published *provider.PublishedIPs
 	// stop ends what New started in the background (the claim committers).
 	stop context.CancelFunc
 	// tracing is nil when tracing is off; stopTracing flushes the exporter.
@@ -131,6 +135,8 @@ func (a *App) registerModules() {
 		Base: a.cfg.StripeAPIBase, Key: a.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 5 * time.Second}}})
 	payment.Register(a.registry, payment.Config{DB: a.db, Sender: payment.LogSender{Logger: a.log.Named("receipt")}})
 	usage.Register(a.registry)
+	thin.Register(a.registry, thin.Config{DB: a.db, API: thin.API{
+		Base: a.cfg.StripeAPIBase, Key: a.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 10 * time.Second}}})
 	github.Register(a.registry)
 	if a.cfg.ReconcileInterval > 0 {
 		replay.RegisterReconcile(a.registry, replay.ReconcileConfig{
@@ -210,7 +216,10 @@ func poolConfig(rawURL string, pooler config.DatabasePooler) (*pgxpool.Config, e
 }
 
 func (a *App) sources() ([]receiver.Source, error) {
-	var out []receiver.Source
+	var (
+		out []receiver.Source
+		err error
+	)
 	for _, s := range a.cfg.Sources {
 		p, ok := provider.Lookup(s.Provider)
 		if !ok {
@@ -222,13 +231,16 @@ func (a *App) sources() ([]receiver.Source, error) {
 		}
 		src := receiver.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, Secrets: secrets, Tolerance: s.Tolerance,
 			ReplayToken: a.cfg.ReplayTokenOf(s).Reveal(), BodyDedup: s.BodyDedup}
+		if src.AllowIPs, err = a.allowList(s); err != nil {
+			return nil, err
+		}
 		if f := s.IDFallback; f != nil {
 			src.IDFallback = &provider.IDFallback{Header: f.Header, JSONPath: f.JSONPath, HashFields: f.HashFields}
 		}
 		if p == provider.Standard {
 			for i, sec := range secrets {
-				if _, err := provider.StandardKey(sec); err != nil {
-					return nil, fmt.Errorf("source %s: secret %d is not a Standard Webhooks secret (whsec_ and base64): %w", s.Name, i, err)
+				if err := provider.CheckStandardKey(string(sec)); err != nil {
+					return nil, fmt.Errorf("source %s: key %d (secrets, then public keys): %w", s.Name, i, err)
 				}
 			}
 		}

@@ -65,7 +65,7 @@ func verifyProvider(p string) string {
 // and the large-body vectors through `hookledger verify`.
 func TestVerifyCommandLibraryVectors(t *testing.T) {
 	dir := t.TempDir()
-	for _, file := range []string{"../testdata/corpus/vectors.json", "../testdata/providers/signatures_large_payloads.json"} {
+	for _, file := range []string{"../testdata/corpus/vectors.json", "../testdata/providers/signatures_large_payloads.json", "../testdata/providers/signatures_v1a.json"} {
 		for i, v := range loadVectors(t, file) {
 			t.Run(filepath.Base(file)+"/"+v.Provider+"/"+v.Description, func(t *testing.T) {
 				checkVector(t, v.vector, v.body(t), filepath.Join(dir, fmt.Sprintf("%s-%d", filepath.Base(file), i)))

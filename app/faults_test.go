@@ -237,6 +237,7 @@ func TestCrashRecovery(t *testing.T) {
 	require.Eventually(t, func() bool { return db.Count(t, `SELECT count(*) FROM usage_total`) > 0 }, 30*time.Second, 20*time.Millisecond)
 	tx, err := db.SQL.Begin()
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback() }) // a failure below must not leave the lock to the database's cleanup
 	_, err = tx.Exec(`SELECT * FROM usage_total FOR UPDATE`)
 	require.NoError(t, err)
 	// A worker waits on the lock: it is inside its apply transaction.

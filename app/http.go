@@ -24,6 +24,13 @@ func (a *App) buildHTTP() error {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
+	// The client address (allow_ips, logs) is the connection's, unless it
+	// comes from a trusted proxy: then X-Forwarded-For, read from the right
+	// past the trusted hops. gin trusts every proxy unless told otherwise.
+	e.RemoteIPHeaders = []string{"X-Forwarded-For"}
+	if err := e.SetTrustedProxies(a.cfg.TrustedProxies); err != nil {
+		return fmt.Errorf("TRUSTED_PROXIES: %w", err)
+	}
 	e.ContextWithFallback = true
 	if a.tracing != nil {
 		e.Use(traceRequests(a.tracing))

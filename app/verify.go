@@ -23,13 +23,17 @@ func verifyCommand() *cobra.Command {
 		Long: `Check one delivery's signature offline: exit 0 valid, 1 invalid (the reason
 on stderr), 2 on a usage error. It judges the signature and the provider's
 signature headers only, not the body's JSON. Secrets are numbered from 0,
-as the ledger's secret_index and the configuration count them.`,
+as the ledger's secret_index and the configuration count them. For
+Standard Webhooks v1a (ed25519) signatures give the sender's public key
+(whpk_...) with --public-key, or as a --secret; public keys are numbered
+after the secrets.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runVerify(o, cmd.OutOrStdout()) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.name, "provider", "", strings.Join(provider.Names(), ", "))
 	fl.StringArrayVar(&o.secrets, "secret", nil, "signing secret (repeat for several: any one matches)")
+	fl.StringArrayVar(&o.publicKeys, "public-key", nil, "Standard Webhooks ed25519 public key, whpk_... (repeatable)")
 	fl.StringArrayVar(&o.headers, "header", nil, "a delivery header, 'Name: value' (repeatable)")
 	fl.StringVar(&o.bodyFile, "body-file", "", "file holding the exact body bytes")
 	fl.StringVar(&o.at, "at", "", "Unix time to check the timestamp against (default now)")
@@ -40,7 +44,7 @@ as the ledger's secret_index and the configuration count them.`,
 
 type verifyOptions struct {
 	name, bodyFile, at, tolerance string
-	secrets, headers              []string
+	secrets, publicKeys, headers  []string
 }
 
 // runVerify checks one delivery's signature.
@@ -51,7 +55,9 @@ func runVerify(o verifyOptions, stdout io.Writer) error {
 		return fmt.Errorf("%w: --provider is required (%s)", errUsage, strings.Join(provider.Names(), ", "))
 	case !ok:
 		return fmt.Errorf("%w: unknown provider %q (%s)", errUsage, o.name, strings.Join(provider.Names(), ", "))
-	case len(o.secrets) == 0:
+	case len(o.publicKeys) > 0 && p != provider.Standard:
+		return usageError("--public-key is for --provider standard (v1a signatures)")
+	case len(o.secrets)+len(o.publicKeys) == 0:
 		return fmt.Errorf("%w: --secret is required", errUsage)
 	case o.bodyFile == "":
 		return fmt.Errorf("%w: --body-file is required", errUsage)
@@ -82,13 +88,18 @@ func runVerify(o verifyOptions, stdout io.Writer) error {
 			return fmt.Errorf("%w: --tolerance %q: want a duration such as 10s, or seconds", errUsage, o.tolerance)
 		}
 	}
-	keys := make([][]byte, len(o.secrets))
-	for i, s := range o.secrets {
-		keys[i] = []byte(s)
-		if p == provider.Standard {
-			if _, err := provider.StandardKey(keys[i]); err != nil {
-				return usageError("--secret %d (counting from 0) is not a Standard Webhooks secret (whsec_ and base64)", i)
+	keys := make([][]byte, 0, len(o.secrets)+len(o.publicKeys))
+	for _, group := range []struct {
+		flag string
+		keys []string
+	}{{"--secret", o.secrets}, {"--public-key", o.publicKeys}} {
+		for i, s := range group.keys {
+			if p == provider.Standard {
+				if err := provider.CheckStandardKey(s); err != nil {
+					return usageError("%s %d (counting from 0): %v", group.flag, i, err)
+				}
 			}
+			keys = append(keys, []byte(s))
 		}
 	}
 	v, err := p.Verify(h, body, keys, now, tol)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -32,6 +33,9 @@ const (
 	// MinRetention is Stripe's replay window: a pruned id younger than this
 	// could be delivered or replayed again and claimed a second time.
 	MinRetention = 720 * time.Hour
+	// DefaultPublishedIPsMaxAge is when a published address list counts
+	// as stale.
+	DefaultPublishedIPsMaxAge = 30 * 24 * time.Hour
 )
 
 // ClaimMode says what a verified duplicate does.
@@ -98,6 +102,9 @@ type Source struct {
 	// answers a delivery whose signed body equals an earlier event's under
 	// another id as a duplicate (a replay with a forged id).
 	BodyDedup bool `json:"body_dedup"`
+	// AllowIPs (config file) are the client networks the source accepts:
+	// CIDRs, addresses, or "stripe" / "github" for the published lists.
+	AllowIPs []string `json:"allow_ips,omitempty"`
 	// fromEnv marks a source enabled by its provider's variable.
 	fromEnv bool
 }
@@ -150,6 +157,15 @@ type Config struct {
 	RedisTTL       time.Duration `json:"redis_ttl"`
 	RedisTimeout   time.Duration `json:"redis_timeout"`
 	RedisKeyPrefix string        `json:"redis_key_prefix"`
+	// TrustedProxies are the proxies (CIDRs) whose X-Forwarded-For gives
+	// the client address; none by default: the connection's address is it.
+	TrustedProxies []string `json:"trusted_proxies,omitempty"`
+	// PublishedIPsFile is where `hookledger ips update` keeps the
+	// providers' published address lists; empty: the shipped copy.
+	PublishedIPsFile string `json:"published_ips_file,omitempty"`
+	// PublishedIPsMaxAge is the age past which a published list is
+	// reported stale.
+	PublishedIPsMaxAge time.Duration `json:"published_ips_max_age"`
 
 	StripeAPIKey  Secret `json:"stripe_api_key"`
 	StripeAPIBase string `json:"stripe_api_base"`
@@ -261,6 +277,20 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}
 	c.ReconcileSource = or(getenv("RECONCILE_SOURCE"), "stripe")
 	c.loadRedis(getenv, fail)
+	for _, p := range strings.Split(getenv("TRUSTED_PROXIES"), ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !isNetwork(p) {
+			fail("TRUSTED_PROXIES: %q is neither a CIDR nor an address", p)
+		}
+		c.TrustedProxies = append(c.TrustedProxies, p)
+	}
+	c.PublishedIPsFile = getenv("PUBLISHED_IPS_FILE")
+	c.PublishedIPsMaxAge = durationVar(getenv, "PUBLISHED_IPS_MAX_AGE", DefaultPublishedIPsMaxAge, fail)
+	if c.PublishedIPsMaxAge <= 0 {
+		fail("PUBLISHED_IPS_MAX_AGE=%s: want a positive duration such as 720h", c.PublishedIPsMaxAge)
+	}
 	c.ClaimTimeout = durationVar(getenv, "CLAIM_TIMEOUT", DefaultClaimTimeout, fail)
 	if c.ClaimTimeout <= 0 {
 		fail("CLAIM_TIMEOUT=%s: want a positive duration such as 2s", c.ClaimTimeout)
@@ -289,6 +319,11 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}
 	for _, pe := range providerEnv {
 		secrets := splitSecrets(string(secret(pe.env)))
+		if pe.provider == "standard" {
+			// v1a (ed25519) public keys verify beside the v1 secrets and
+			// are numbered after them.
+			secrets = append(secrets, splitSecrets(string(secret("STANDARD_WEBHOOK_PUBLIC_KEY")))...)
+		}
 		if len(secrets) == 0 {
 			continue // an empty secret disables the source; it never accepts everything
 		}
@@ -308,6 +343,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		}
 	}
 	errs = append(errs, c.checkSharedNamespaces()...)
+	errs = append(errs, c.checkSigningKeys()...)
 	c.warn()
 	return c, errors.Join(errs...)
 }
@@ -337,6 +373,21 @@ func (c *Config) checkSharedNamespaces() []error {
 			}
 			errs = append(errs, fmt.Errorf("sources %s and %s share namespace %q with different secrets, so each could claim the other's event ids: "+
 				"give one its own namespace, or set share_namespace: true on the config-file source(s) if both are endpoints of one account", b.Name, a.Name, a.Namespace))
+		}
+	}
+	return errs
+}
+
+// checkSigningKeys refuses a Standard Webhooks signing key (whsk_) on any
+// source: a receiver verifies v1a signatures with the sender's public key
+// (whpk_) and must never hold the key that makes them.
+func (c *Config) checkSigningKeys() []error {
+	var errs []error
+	for _, s := range c.Sources {
+		for i, sec := range s.Secrets {
+			if strings.HasPrefix(sec.Reveal(), "whsk_") {
+				errs = append(errs, fmt.Errorf("source %s: key %d is a Standard Webhooks signing key (whsk_): a receiver needs only the sender's public key (whpk_, STANDARD_WEBHOOK_PUBLIC_KEY or public_keys); remove the signing key from this host", s.Name, i))
+			}
 		}
 	}
 	return errs
@@ -404,6 +455,15 @@ func (c *Config) ReplayTokenOf(s Source) Secret {
 		return s.ReplayToken
 	}
 	return c.ReplayToken
+}
+
+// isNetwork reports whether v is a CIDR or an address.
+func isNetwork(v string) bool {
+	if _, err := netip.ParsePrefix(v); err == nil {
+		return true
+	}
+	_, err := netip.ParseAddr(v)
+	return err == nil
 }
 
 // RequireDatabase reports a clear error when DATABASE_URL is missing.

@@ -30,9 +30,14 @@ type fileSource struct {
 	// appended, a file holding them).
 	SecretsEnv string `yaml:"secrets_env"`
 	// SecretsFile is a file holding the secrets, comma-separated.
-	SecretsFile string      `yaml:"secrets_file"`
-	Tolerance   string      `yaml:"tolerance"`
-	ID          *IDFallback `yaml:"id"`
+	SecretsFile string `yaml:"secrets_file"`
+	// PublicKeys (Standard Webhooks) are the sender's ed25519 public keys
+	// (whpk_...) for v1a signatures; PublicKeysEnv names a variable holding
+	// them, comma-separated. They enable the source as a secret does.
+	PublicKeys    []string    `yaml:"public_keys"`
+	PublicKeysEnv string      `yaml:"public_keys_env"`
+	Tolerance     string      `yaml:"tolerance"`
+	ID            *IDFallback `yaml:"id"`
 	// ReplayTokenEnv names the variable holding the source's own replay
 	// token.
 	ReplayTokenEnv string `yaml:"replay_token_env"`
@@ -42,6 +47,9 @@ type fileSource struct {
 	// BodyDedup (GitHub, Shopify; default true) treats a delivery whose
 	// signed body equals an earlier event's as a replay.
 	BodyDedup *bool `yaml:"body_dedup"`
+	// AllowIPs are the client networks accepted: CIDRs, addresses, or
+	// stripe / github for the providers' published lists.
+	AllowIPs []string `yaml:"allow_ips"`
 }
 
 type fileConfig struct {
@@ -154,6 +162,28 @@ func (c *Config) fileSource(fs fileSource, getenv func(string) string) (src Sour
 		}
 		secrets = append(secrets, splitSecrets(v)...)
 	}
+	if (len(fs.PublicKeys) > 0 || fs.PublicKeysEnv != "") && fs.Provider != "standard" {
+		fail("public_keys and public_keys_env apply to standard sources only (v1a signatures)")
+	}
+	for j, k := range fs.PublicKeys {
+		if k = strings.TrimSpace(k); !strings.HasPrefix(k, "whpk_") {
+			fail("public_keys[%d] must be a whpk_ public key", j)
+			continue
+		}
+		secrets = append(secrets, Secret(k))
+	}
+	if fs.PublicKeysEnv != "" {
+		v, err := secretVar(getenv, fs.PublicKeysEnv)
+		if err != nil {
+			fail("%v", err)
+		}
+		secrets = append(secrets, splitSecrets(v)...)
+	}
+	for j, e := range fs.AllowIPs {
+		if e != "stripe" && e != "github" && !isNetwork(e) {
+			fail("allow_ips[%d] %q: want a CIDR, an address, stripe or github", j, e)
+		}
+	}
 	var replayToken string
 	if fs.ReplayTokenEnv != "" {
 		if replayToken, err = secretVar(getenv, fs.ReplayTokenEnv); err != nil {
@@ -163,6 +193,7 @@ func (c *Config) fileSource(fs fileSource, getenv func(string) string) (src Sour
 	src = Source{
 		Name: fs.Name, Provider: fs.Provider, Namespace: ns, Secrets: secrets, Tolerance: tolerance, IDFallback: fs.ID,
 		ReplayToken: Secret(strings.TrimSpace(replayToken)), ShareNamespace: fs.ShareNamespace, BodyDedup: true,
+		AllowIPs: fs.AllowIPs,
 	}
 	if fs.BodyDedup != nil {
 		src.BodyDedup = *fs.BodyDedup

@@ -200,7 +200,7 @@ func TestExampleFileIsCompleteAndValid(t *testing.T) {
 		"SLACK_LEGACY_SIGNING_SECRET": "legacy",
 	}))
 	require.NoError(t, err)
-	require.Len(t, c.Sources, 5)
+	require.Len(t, c.Sources, 6)
 	require.Empty(t, c.Disabled)
 	require.Empty(t, c.Warnings)
 	for _, key := range knownKeys(reflect.TypeOf(fileSource{})) {

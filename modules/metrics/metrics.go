@@ -39,6 +39,12 @@ type Set struct {
 	// AdminRefusals counts admin, River UI and token-guarded /metrics
 	// requests refused, by reason (unauthorized, cross_site).
 	AdminRefusals *prometheus.CounterVec
+	// AllowlistRefusals counts deliveries refused with 403 by a source's
+	// allow_ips; PublishedIPsAge is each published address list's age and
+	// PublishedIPsStale is 1 while it is older than PUBLISHED_IPS_MAX_AGE.
+	AllowlistRefusals *prometheus.CounterVec
+	PublishedIPsAge   *prometheus.GaugeVec
+	PublishedIPsStale *prometheus.GaugeVec
 
 	// Duplicates counts this process\'s duplicate deliveries per source over
 	// the last hour and day, for /admin/stats.
@@ -92,12 +98,25 @@ func New() *Set {
 			Name: "hookledger_admin_refusals_total",
 			Help: "Admin, River UI and token-guarded /metrics requests refused, by reason (unauthorized, cross_site).",
 		}, []string{"reason"}),
+		AllowlistRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookledger_allowlist_refusals_total",
+			Help: "Deliveries refused with 403 because the client address is not in the source's allow_ips.",
+		}, []string{"source"}),
+		PublishedIPsAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookledger_published_ips_age_seconds",
+			Help: "Age of each published sender address list in use (stripe, github), from its fetched_at.",
+		}, []string{"list"}),
+		PublishedIPsStale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookledger_published_ips_stale",
+			Help: "1 while a published sender address list in use is older than PUBLISHED_IPS_MAX_AGE: run hookledger ips update.",
+		}, []string{"list"}),
 	}
 	s.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		s.Deliveries, s.ClaimSeconds, s.Applies, s.ApplySeconds, s.StaleSkipped, s.VersionTies, s.WouldSkip,
 		s.SignatureFailures, s.BodyBytesInFlight, s.AdminRefusals,
+		s.AllowlistRefusals, s.PublishedIPsAge, s.PublishedIPsStale,
 	)
 	return s
 }

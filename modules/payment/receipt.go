@@ -18,7 +18,7 @@ type ReceiptArgs struct {
 	Provider  string `json:"provider"`
 	// Namespace is the payment's ledger namespace; empty in jobs from
 	// before namespaces, which mean the provider's default one.
-	Namespace string `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty" river:"unique"`
 }
 
 // Kind names the job in River.

@@ -1,8 +1,11 @@
 package provider
 
 import (
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,6 +18,13 @@ import (
 // keyed with the base64 secret after its whsec_ prefix; the timestamp must
 // be within 300 s either way. The id is webhook-id, so a delivery without it
 // cannot be verified.
+//
+// Asymmetric signatures ("v1a,<base64 ed25519 signature>" over the same
+// content, in the same header beside v1 entries) are checked against the
+// configured public keys: a "secret" with the whpk_ prefix (base64 of the
+// 32-byte ed25519 public key) is one, matched against v1a entries only; a
+// whsec_ secret is matched against v1 entries only. A receiver never needs
+// the signing key (whsk_); configuration refuses one.
 var Standard = &Provider{
 	Name:             "standard",
 	IDLocation:       "webhook-id header",
@@ -73,40 +83,141 @@ func verifyStandard(h http.Header, body []byte, secrets [][]byte, now time.Time,
 	if err := withinBothWays(signedAt, now, tolerance); err != nil {
 		return Verification{}, err
 	}
-	var sigs [][]byte
+	var sigs, asym [][]byte
 	for _, entry := range strings.Fields(sigHeader) {
 		version, b64, ok := strings.Cut(entry, ",")
-		if !ok || version != "v1" {
+		if !ok || (version != "v1" && version != "v1a") {
 			continue
 		}
-		if sig, err := base64.StdEncoding.DecodeString(b64); err == nil && len(sig) > 0 {
+		sig, err := base64.StdEncoding.DecodeString(b64)
+		switch {
+		case err != nil || len(sig) == 0:
+		case version == "v1":
 			sigs = append(sigs, sig)
+		case len(sig) == ed25519.SignatureSize:
+			asym = append(asym, sig)
 		}
 	}
-	if len(sigs) == 0 {
-		return Verification{}, signatureError(ReasonMalformed, "no v1 signature in webhook-signature")
+	if len(sigs) == 0 && len(asym) == 0 {
+		return Verification{}, signatureError(ReasonMalformed, "no v1 or v1a signature in webhook-signature")
 	}
-	i, ok := matchSecret(secrets, sigs, func(secret []byte) []byte {
-		key, err := StandardKey(secret)
-		if err != nil {
-			return nil // never equal to a signature
+	signed := []byte(id + "." + tsHeader + "." + string(body))
+	for i, secret := range secrets {
+		if IsStandardPublicKey(secret) {
+			pub, err := StandardPublicKey(secret)
+			if err != nil {
+				continue // an unusable key matches nothing
+			}
+			for _, sig := range asym {
+				if ed25519.Verify(pub, signed, sig) {
+					return Verification{SecretIndex: i, SignedAt: signedAt}, nil
+				}
+			}
+			continue
 		}
-		return hmacSHA256(key, []byte(id+"."+tsHeader+"."), body)
-	})
-	if !ok {
-		return Verification{}, signatureError(ReasonMismatch, "no v1 signature matches the body")
+		if _, ok := matchSecret([][]byte{secret}, sigs, func(secret []byte) []byte {
+			key, err := StandardKey(secret)
+			if err != nil {
+				return nil // never equal to a signature
+			}
+			return hmacSHA256(key, signed)
+		}); ok {
+			return Verification{SecretIndex: i, SignedAt: signedAt}, nil
+		}
 	}
-	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
+	return Verification{}, signatureError(ReasonMismatch, "no v1 or v1a signature matches the body")
 }
 
-// SignStandard returns a webhook-signature value for a delivery.
+// Standard Webhooks key prefixes: the ed25519 public key a receiver
+// verifies v1a signatures with, and the signing key only a sender holds.
+const (
+	StandardPublicKeyPrefix  = "whpk_"
+	StandardSigningKeyPrefix = "whsk_"
+)
+
+// CheckStandardKey refuses what a Standard Webhooks receiver cannot use: a
+// whsec_ secret or whpk_ public key that does not decode, and any whsk_
+// signing key (only the sender needs it; a receiver holds the public key).
+func CheckStandardKey(key string) error {
+	switch {
+	case strings.HasPrefix(key, StandardSigningKeyPrefix):
+		return errors.New("a whsk_ key is the sender's ed25519 signing key: a receiver needs only its public key (whpk_); keep the signing key off this host")
+	case IsStandardPublicKey([]byte(key)):
+		_, err := StandardPublicKey([]byte(key))
+		return err
+	}
+	if _, err := StandardKey([]byte(key)); err != nil {
+		return fmt.Errorf("not a Standard Webhooks secret (whsec_ and base64) nor a public key (whpk_ and base64): %w", err)
+	}
+	return nil
+}
+
+// IsStandardPublicKey reports whether a configured key is an ed25519
+// public key (whpk_) rather than an HMAC secret.
+func IsStandardPublicKey(key []byte) bool {
+	return strings.HasPrefix(string(key), StandardPublicKeyPrefix)
+}
+
+// StandardPublicKey decodes a whpk_ key: base64 (padding optional) of a
+// 32-byte ed25519 public key.
+func StandardPublicKey(key []byte) (ed25519.PublicKey, error) {
+	raw, err := decodeBase64(strings.TrimPrefix(string(key), StandardPublicKeyPrefix))
+	if err != nil {
+		return nil, fmt.Errorf("public key is not base64: %w", err)
+	}
+	if len(raw) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("public key is %d bytes; an ed25519 public key is %d", len(raw), ed25519.PublicKeySize)
+	}
+	return ed25519.PublicKey(raw), nil
+}
+
+// standardSigningKey decodes a whsk_ key: base64 of the 64-byte ed25519
+// private key, or of its 32-byte seed.
+func standardSigningKey(key string) (ed25519.PrivateKey, error) {
+	raw, err := decodeBase64(strings.TrimPrefix(key, StandardSigningKeyPrefix))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("signing key is not base64: %w", err)
+	case len(raw) == ed25519.SeedSize:
+		return ed25519.NewKeyFromSeed(raw), nil
+	case len(raw) == ed25519.PrivateKeySize:
+		return ed25519.PrivateKey(raw), nil
+	}
+	return nil, fmt.Errorf("signing key is %d bytes; want a %d-byte ed25519 key or its %d-byte seed", len(raw), ed25519.PrivateKeySize, ed25519.SeedSize)
+}
+
+// StandardPublicKeyOf returns the whpk_ public key of a whsk_ signing key.
+func StandardPublicKeyOf(signingKey string) (string, error) {
+	priv, err := standardSigningKey(signingKey)
+	if err != nil {
+		return "", err
+	}
+	return StandardPublicKeyPrefix + base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)), nil
+}
+
+func decodeBase64(s string) ([]byte, error) {
+	if raw, err := base64.StdEncoding.DecodeString(s); err == nil {
+		return raw, nil
+	}
+	return base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
+}
+
+// SignStandard returns a webhook-signature value for a delivery: v1 with a
+// whsec_ secret, v1a with a whsk_ signing key.
 func SignStandard(secret, id string, ts int64, body []byte) (string, error) {
+	signed := []byte(id + "." + strconv.FormatInt(ts, 10) + "." + string(body))
+	if strings.HasPrefix(secret, StandardSigningKeyPrefix) {
+		priv, err := standardSigningKey(secret)
+		if err != nil {
+			return "", err
+		}
+		return "v1a," + base64.StdEncoding.EncodeToString(ed25519.Sign(priv, signed)), nil
+	}
 	key, err := StandardKey([]byte(secret))
 	if err != nil {
 		return "", err
 	}
-	mac := hmacSHA256(key, []byte(id+"."+strconv.FormatInt(ts, 10)+"."), body)
-	return "v1," + base64.StdEncoding.EncodeToString(mac), nil
+	return "v1," + base64.StdEncoding.EncodeToString(hmacSHA256(key, signed)), nil
 }
 
 func parseStandard(h http.Header, body []byte) (Event, error) {

@@ -11,6 +11,9 @@ import (
 // Stripe verifies Stripe-Signature: "t=<unix>,v1=<hex>[,v1=<hex>...]", an
 // HMAC-SHA256 of "<t>.<body>" keyed with the whole endpoint secret. As in
 // Stripe's SDKs, only timestamps older than the tolerance are rejected.
+// Thin events (object "v2.core.event", from event destinations) are signed
+// the same way and carry the same id and type; their created is an RFC
+// 3339 time.
 var Stripe = &Provider{
 	Name:             "stripe",
 	IDLocation:       "the body's id",
@@ -64,19 +67,47 @@ func SignStripe(secret string, ts int64, body []byte) string {
 
 func parseStripe(_ http.Header, body []byte) (Event, error) {
 	var ev struct {
-		ID      string
-		Type    string
-		Created int64
+		ID      string          `json:"id"`
+		Type    string          `json:"type"`
+		Created json.RawMessage `json:"created"`
 	}
 	err := decodeMembers(body, member{"id", &ev.ID}, member{"type", &ev.Type}, member{"created", &ev.Created})
 	if err != nil {
 		return Event{}, payloadError("not a JSON Stripe event: %v", err)
 	}
 	out := Event{ID: ev.ID, Type: ev.Type}
-	if ev.Created > 0 {
-		out.OccurredAt = unixTime(ev.Created)
+	at, err := stripeCreated(ev.Created)
+	if err != nil {
+		return Event{}, err
 	}
+	out.OccurredAt = at
 	return out, nil
+}
+
+// stripeCreated reads an event's created: Unix seconds in a snapshot event
+// (object "event"), an RFC 3339 time with milliseconds in a thin event
+// (object "v2.core.event"), kept at that precision. Absent or null is the
+// zero time.
+func stripeCreated(raw json.RawMessage) (time.Time, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return time.Time{}, nil
+	}
+	var sec int64
+	if err := json.Unmarshal(raw, &sec); err == nil {
+		if sec <= 0 {
+			return time.Time{}, nil
+		}
+		return unixTime(sec), nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return time.Time{}, payloadError("created is neither Unix seconds nor an RFC 3339 time: %s", raw)
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, payloadError("created %q is not an RFC 3339 time", s)
+	}
+	return t, nil
 }
 
 // StripeID reads an id that Stripe sends as a string or, expanded, as an

@@ -42,6 +42,9 @@ type Source struct {
 	// honoured only when the provider is Replayable. Empty: no replay
 	// through HTTP.
 	ReplayToken string
+	// AllowIPs, when set, refuses clients outside it with 403 before the
+	// body is read.
+	AllowIPs *provider.AllowList
 }
 
 // Prepare turns a delivery into its claim: the event's id and type from
@@ -147,6 +150,12 @@ func (h *handler) receive(c *gin.Context) {
 		return
 	}
 	log = log.With(zap.String("source", src.Name))
+	if src.AllowIPs != nil && !src.AllowIPs.Allows(c.ClientIP()) {
+		log.Info("client address not in allow_ips", zap.String("client_ip", c.ClientIP()))
+		h.cfg.Metrics.AllowlistRefusals.WithLabelValues(src.Name).Inc()
+		c.JSON(http.StatusForbidden, Response{Error: "client address not allowed"})
+		return
+	}
 
 	body, release, err := readBody(c.Writer, c.Request, h.cfg.MaxBodyBytes, h.budget)
 	defer release()

@@ -197,7 +197,7 @@ def stripe():
         "event_type": thin["type"],
         "form": "extracted",
         "source": source(node_repo, "test/CloudProviderEvent.spec.ts", "RAW_V2_NOTIFICATION (JSON.stringify of the literal, the bytes the test signs)"),
-        "refused": {"status": 400, "cause": "modules/provider/stripe.go:67 parseStripe decodes created as int64; a thin event's created is an RFC 3339 string, so the verified delivery is answered 400 'not a JSON Stripe event'"},
+        "filled": [],
     })
     return skipped
 

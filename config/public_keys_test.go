@@ -1,0 +1,64 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const testPublicKey = "whpk_6/WfjCrmmUwoIE/o0BcxQdgpS3LjR98L7Nnx6v3ekFA="
+
+func TestStandardPublicKeyAloneEnablesTheSource(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{"STANDARD_WEBHOOK_PUBLIC_KEY": testPublicKey + ", whpk_second"}))
+	require.NoError(t, err)
+	s, ok := c.Source("standard")
+	require.True(t, ok)
+	require.Equal(t, []Secret{testPublicKey, "whpk_second"}, s.Secrets)
+
+	c, err = FromEnv(env(map[string]string{"STANDARD_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "STANDARD_WEBHOOK_PUBLIC_KEY": testPublicKey}))
+	require.NoError(t, err)
+	s, _ = c.Source("standard")
+	require.Equal(t, []Secret{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", testPublicKey}, s.Secrets, "secrets first, then public keys")
+}
+
+func TestStandardSigningKeyIsRefused(t *testing.T) {
+	_, err := FromEnv(env(map[string]string{"STANDARD_WEBHOOK_SECRET": "whsk_c2VjcmV0"}))
+	require.ErrorContains(t, err, "signing key (whsk_)")
+
+	_, err = FromEnv(env(map[string]string{"HOOKLEDGER_CONFIG": writeFile(t, `
+sources:
+  - name: partner
+    provider: standard
+    namespace: partner
+    public_keys_env: PARTNER_KEYS
+`), "PARTNER_KEYS": testPublicKey + ",whsk_c2VjcmV0"}))
+	require.ErrorContains(t, err, "source partner: key 1 is a Standard Webhooks signing key")
+}
+
+func TestPublicKeysInTheConfigFile(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{"HOOKLEDGER_CONFIG": writeFile(t, `
+sources:
+  - name: partner
+    provider: standard
+    namespace: partner
+    public_keys: [`+testPublicKey+`]
+`)}))
+	require.NoError(t, err)
+	s, ok := c.Source("partner")
+	require.True(t, ok, "public keys alone enable the source")
+	require.Equal(t, []Secret{testPublicKey}, s.Secrets)
+
+	_, err = FromEnv(env(map[string]string{"HOOKLEDGER_CONFIG": writeFile(t, `
+sources:
+  - name: partner
+    provider: stripe
+    namespace: partner
+    public_keys: [`+testPublicKey+`]
+  - name: other
+    provider: standard
+    namespace: other
+    public_keys: [whsec_notapublickey]
+`)}))
+	require.ErrorContains(t, err, "public_keys and public_keys_env apply to standard sources only")
+	require.ErrorContains(t, err, "public_keys[0] must be a whpk_ public key")
+}

@@ -1,0 +1,29 @@
+// Package thin applies Stripe thin events: the notifications an event
+// destination sends as "object": "v2.core.event", which name the object
+// that changed (related_object) but carry none of its state.
+//
+// For a thin event of an API v1 resource ("v1." + a snapshot type, such as
+// v1.customer.subscription.updated) whose snapshot type some module
+// handles, the apply inserts a stripe_thin_fetch job in its own
+// transaction and settles; Stripe is never called on the ack path nor
+// while the ledger row is locked. The job reads the related object from
+// Stripe's API (STRIPE_API_BASE, STRIPE_API_KEY; Stripe-Context from the
+// event's context; GET /v2/core/events/{id} first when the delivery names
+// no related object), and runs the snapshot type's own handlers on the
+// snapshot event the object makes, in one transaction: the same business
+// rows come out whether an account sends snapshot or thin events. An API
+// outage retries with the apply's backoff; a 404, or a refused key, ends
+// the job.
+//
+// Twins: while an account migrates, Stripe sends a change both as a
+// snapshot event and as its thin version, whose snapshot_event names the
+// snapshot's id. A thin event whose twin is already in the ledger (checked
+// at apply and again before the fetched state is written) leaves the
+// change to it. A twin that arrives after the thin event's write applies
+// the same change again through the same guarded writes (a versioned
+// upsert, a merge whose amounts only grow, one receipt per payment), so
+// either order ends with the same rows.
+//
+// The package owns no table and serves no route; its job kind is
+// stripe_thin_fetch.
+package thin

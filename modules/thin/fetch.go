@@ -1,0 +1,155 @@
+package thin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/hookledger/hookledger/modules/ledger"
+)
+
+// FetchArgs is the stripe_thin_fetch job: fetch the object a thin event
+// names and apply it. It carries the ledger key only; the event is read
+// back from the ledger.
+type FetchArgs struct {
+	Namespace string `json:"namespace"`
+	EventID   string `json:"event_id"`
+}
+
+// Kind names the job in River.
+func (FetchArgs) Kind() string { return "stripe_thin_fetch" }
+
+// InsertOpts gives the job the apply's patience with Stripe.
+func (FetchArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 20} }
+
+type fetchWorker struct {
+	river.WorkerDefaults[FetchArgs]
+	m *module
+}
+
+// NextRetry backs off like an apply.
+func (w *fetchWorker) NextRetry(job *river.Job[FetchArgs]) time.Time {
+	return time.Now().Add(ledger.RetryDelay(job.Attempt))
+}
+
+// Work fetches the related object, then, in one transaction, writes it
+// through the snapshot type's handlers, unless the snapshot twin has
+// reached the ledger meanwhile. Stripe unreachable or failing retries; an
+// answer no retry changes (404, a refused key) or a handler's permanent
+// error ends the job.
+func (w *fetchWorker) Work(ctx context.Context, job *river.Job[FetchArgs]) error {
+	a := job.Args
+	row, err := ledger.Find(ctx, w.m.ent, a.Namespace, a.EventID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return river.JobCancel(fmt.Errorf("thin event %s/%s: %w", a.Namespace, a.EventID, err))
+	}
+	if err != nil {
+		return err
+	}
+	te, err := decode([]byte(row.Payload))
+	if err != nil {
+		return river.JobCancel(err)
+	}
+	obj, err := w.m.cfg.API.object(ctx, te)
+	var refused *refusal
+	if errors.As(err, &refused) {
+		return river.JobCancel(fmt.Errorf("thin event %s: %w", te.ID, err))
+	}
+	if err != nil {
+		return fmt.Errorf("thin event %s: %w", te.ID, err)
+	}
+	payload, err := snapshot(te, obj)
+	if err != nil {
+		return river.JobCancel(err)
+	}
+	snap := snapshotType(te.Type)
+	err = ledger.InTx(ctx, w.m.cfg.DB, func(tx *ledger.Tx) error {
+		if twin, err := twinInLedger(ctx, tx.Ent, a.Namespace, te.SnapshotEvent); err != nil || twin {
+			return err
+		}
+		ev := &ledger.Event{Namespace: a.Namespace, EventID: te.ID, Provider: row.Provider, Source: row.Source,
+			Type: snap, Payload: payload, OccurredAt: te.Created, Replayed: row.Replayed}
+		for _, h := range w.m.reg.Handlers("stripe", snap) {
+			if err := h(ctx, tx, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if ledger.IsPermanent(err) {
+		return river.JobCancel(fmt.Errorf("apply thin event %s as %s: %w", te.ID, snap, err))
+	}
+	return err
+}
+
+// refusal is an API answer that a retry would get again.
+type refusal struct{ status string }
+
+func (e *refusal) Error() string { return "Stripe answered " + e.status }
+
+// object returns the thin event's related object as the API serves it,
+// reading the event from GET /v2/core/events/{id} first when the delivery
+// names none.
+func (api API) object(ctx context.Context, te event) (json.RawMessage, error) {
+	rel := te.RelatedObject
+	if rel == nil || rel.URL == "" {
+		var full event
+		if err := api.get(ctx, "/v2/core/events/"+url.PathEscape(te.ID), te.Context, &full); err != nil {
+			return nil, err
+		}
+		if rel = full.RelatedObject; rel == nil || rel.URL == "" {
+			return nil, &refusal{status: "an event without a related object"}
+		}
+	}
+	if !strings.HasPrefix(rel.URL, "/v1/") || strings.ContainsAny(rel.URL, "?#") || strings.Contains(rel.URL, "..") {
+		return nil, &refusal{status: fmt.Sprintf("a related object URL that is not a v1 API path (%q)", rel.URL)}
+	}
+	var obj json.RawMessage
+	if err := api.get(ctx, rel.URL, te.Context, &obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// get reads one API resource into v, on behalf of the connected account
+// stripeContext when it is set.
+func (api API) get(ctx context.Context, path, stripeContext string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api.Base+path, nil)
+	if err != nil {
+		return &refusal{status: err.Error()}
+	}
+	req.Header.Set("Authorization", "Bearer "+api.Key)
+	if stripeContext != "" {
+		req.Header.Set("Stripe-Context", stripeContext)
+	}
+	hc := api.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusOK:
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		return fmt.Errorf("GET %s: Stripe answered %s", path, resp.Status)
+	default: // 404 for an object Stripe does not have, 401/403 for the key
+		return &refusal{status: resp.Status + " to GET " + path}
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	return nil
+}
