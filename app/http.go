@@ -46,6 +46,9 @@ func (a *App) buildHTTP() error {
 		a.metricsEngine = m
 	}
 
+	if a.role.TakesWebhooks() {
+		a.stats = ledger.NewDeliveryStats(a.db)
+	}
 	if token := a.cfg.AdminToken.Reveal(); token != "" {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
 			Endpoints: riverui.NewEndpoints(a.river, nil),
@@ -61,7 +64,7 @@ func (a *App) buildHTTP() error {
 			names[i] = s.Name
 		}
 		admin.Routes(e, admin.Config{
-			Token: token, DB: a.db, Ent: a.ent, Jobs: a.river, Metrics: a.metrics, Sources: names, RiverUI: ui,
+			Token: token, DB: a.db, Ent: a.ent, Jobs: a.river, Metrics: a.metrics, Sources: names, Stats: a.stats, RiverUI: ui,
 		})
 	}
 
@@ -85,6 +88,7 @@ func (a *App) buildHTTP() error {
 			BodyBudget:   a.cfg.InflightBodyBytes,
 			ClaimTimeout: a.cfg.ClaimTimeout,
 			Metrics:      a.metrics,
+			Stats:        a.stats,
 		})
 	}
 	a.engine = e

@@ -39,17 +39,12 @@ type Set struct {
 	// AdminRefusals counts admin, River UI and token-guarded /metrics
 	// requests refused, by reason (unauthorized, cross_site).
 	AdminRefusals *prometheus.CounterVec
-
-	// Duplicates counts this process\'s duplicate deliveries per source over
-	// the last hour and day, for /admin/stats.
-	Duplicates *Recent
 }
 
 // New registers a fresh Set, with Go runtime and process collectors.
 func New() *Set {
 	s := &Set{
-		Registry:   prometheus.NewRegistry(),
-		Duplicates: NewRecent(),
+		Registry: prometheus.NewRegistry(),
 		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookledger_deliveries_total",
 			Help: "Webhook deliveries by configured source and outcome.",

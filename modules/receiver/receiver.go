@@ -98,6 +98,8 @@ type Config struct {
 	// and applied again (the claimer enqueues them).
 	LogOnly bool
 	Metrics *metrics.Set
+	// Stats counts every answer per source and minute for delivery_stat.
+	Stats *ledger.DeliveryStats
 	// NowFunc is the clock for timestamp checks; time.Now when nil.
 	NowFunc func() time.Time
 }
@@ -197,7 +199,6 @@ func (h *handler) receive(c *gin.Context) {
 		log.Named("feed").Info("--> "+ev.Type+" "+ev.ID+" claimed", zap.Bool("replayed", claim.Replayed))
 		h.answer(c, src.Name, metrics.OutcomeClaimed, http.StatusOK, Response{Status: "claimed", EventID: ev.ID})
 	case err == nil:
-		h.cfg.Metrics.Duplicates.Add(src.Name)
 		if h.cfg.LogOnly {
 			h.cfg.Metrics.WouldSkip.WithLabelValues(src.Name).Inc()
 			log.Warn("duplicate delivery: would skip; applying again (CLAIM_MODE=log-only)", zap.Bool("replayed", claim.Replayed))
@@ -219,6 +220,8 @@ func (h *handler) receive(c *gin.Context) {
 
 func (h *handler) answer(c *gin.Context, source, outcome string, status int, r Response) {
 	h.cfg.Metrics.Deliveries.WithLabelValues(source, outcome).Inc()
+	src := h.sources[source]
+	h.cfg.Stats.Add(source, outcome, src != nil && replayed(c, src), h.cfg.LogOnly)
 	c.JSON(status, r)
 }
 
