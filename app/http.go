@@ -14,6 +14,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/migrations"
 	"github.com/hookledger/hookledger/modules/admin"
+	"github.com/hookledger/hookledger/modules/console"
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/receiver"
 	"github.com/hookledger/hookledger/modules/web"
@@ -66,6 +67,11 @@ func (a *App) buildHTTP() error {
 		admin.Routes(e, admin.Config{
 			Token: token, DB: a.db, Ent: a.ent, Jobs: a.river, Metrics: a.metrics, Sources: names, Stats: a.stats, RiverUI: ui,
 		})
+		console.Routes(e, console.Config{
+			Auth: admin.Auth(token, a.metrics), CSRFToken: admin.CSRFToken(token), CSRFField: admin.CSRFField,
+			DB: a.db, Ent: a.ent, Jobs: a.river, Stats: a.stats, Sources: a.consoleSources(),
+			LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, RiverUI: "/riverui",
+		})
 	}
 
 	if a.role.TakesWebhooks() {
@@ -93,6 +99,16 @@ func (a *App) buildHTTP() error {
 	}
 	a.engine = e
 	return nil
+}
+
+// consoleSources is what the console shows of the sources: names,
+// providers and how many secrets, never the secrets.
+func (a *App) consoleSources() []console.Source {
+	out := make([]console.Source, len(a.cfg.Sources))
+	for i, s := range a.cfg.Sources {
+		out[i] = console.Source{Name: s.Name, Provider: s.Provider, Secrets: len(s.Secrets)}
+	}
+	return out
 }
 
 func healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
