@@ -1,8 +1,10 @@
 // Package ledger is hookledger's core: the event ledger and the path from a
 // verified delivery to settled business state.
 //
-// It owns the webhook_event table (ent/schema/webhook_event.go) and the job
-// kinds apply_event, apply_batch and prune_ledger.
+// It owns the webhook_event table (ent/schema/webhook_event.go), the
+// delivery counts in delivery_stat (ent/schema/delivery_stat.go, written by
+// DeliveryStats for every receiver) and the job kinds apply_event,
+// apply_batch and prune_ledger.
 //
 //   - Claim: Claimer inserts the ledger row with INSERT ... ON CONFLICT DO
 //     NOTHING RETURNING and the River job that applies it, in one
@@ -11,8 +13,9 @@
 //   - Apply: ApplyWorker and ApplyBatchWorker settle the ledger row, run the
 //     handlers a Registry maps to the event's provider and type, and
 //     complete River's job, all in one transaction.
-//   - Operate: Requeue, List, Find, FindJob, Prune, CountByStatus and the
-//     Prometheus Collector serve the admin API and the CLI.
+//   - Operate: Requeue, List, Find, FindJob, Prune, CountByStatus,
+//     DeliveryCounts, DeliverySeries and the Prometheus Collector serve the
+//     admin API, the console and the CLI.
 //
 // Modules register their handlers, workers and periodic jobs in a Registry;
 // InTx gives them a transaction that ent and River share.
