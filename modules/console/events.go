@@ -27,7 +27,6 @@ const forceSemantics = "Force re-applies a settled event through its handlers on
 	"usage replaces this event's earlier delta instead of adding it again. The row stays settled until that apply commits."
 
 type eventsData struct {
-	Query   url.Values
 	Status  string
 	Source  string
 	Type    string

@@ -30,21 +30,20 @@ type window struct {
 var windows = []window{{"1h", time.Hour, time.Minute}, {"24h", 24 * time.Hour, 15 * time.Minute}}
 
 type overviewData struct {
-	Window     window
-	Windows    []window
-	Chart      chart
-	Totals     map[string]int64
-	DupRate    float64
-	ByStatus   map[string]int64
-	Estimated  bool
-	Oldest     time.Duration
-	Latency    latency
-	Sources    []sourceHealthRow
-	WouldSkip  int64
-	FirstStat  time.Time
-	Enforce    enforceReading
-	Generated  time.Time
-	FailedLink string
+	Window    window
+	Windows   []window
+	Chart     chart
+	Totals    map[string]int64
+	DupRate   float64
+	ByStatus  map[string]int64
+	Estimated bool
+	Oldest    time.Duration
+	Latency   latency
+	Sources   []sourceHealthRow
+	WouldSkip int64
+	FirstStat time.Time
+	Enforce   enforceReading
+	Generated time.Time
 }
 
 type latency struct {
