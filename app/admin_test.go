@@ -17,6 +17,15 @@ const adminToken = "admin-token-for-tests"
 
 func (s *server) admin(t *testing.T, method, path string, auth func(*http.Request)) (int, map[string]any, http.Header) {
 	t.Helper()
+	code, raw, h := s.raw(t, method, path, auth)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return code, out, h
+}
+
+// raw sends a bodiless request and returns the status, body and headers.
+func (s *server) raw(t *testing.T, method, path string, auth func(*http.Request)) (int, []byte, http.Header) {
+	t.Helper()
 	req, err := http.NewRequest(method, s.base+path, nil)
 	require.NoError(t, err)
 	if auth != nil {
@@ -26,9 +35,7 @@ func (s *server) admin(t *testing.T, method, path string, auth func(*http.Reques
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	_ = json.Unmarshal(raw, &out)
-	return resp.StatusCode, out, resp.Header
+	return resp.StatusCode, raw, resp.Header
 }
 
 func bearer(token string) func(*http.Request) {

@@ -59,6 +59,8 @@ type App struct {
 	registry *ledger.Registry
 	engine   *gin.Engine
 	riverUI  *riverui.Handler
+	// stats is the receiver's delivery counts (roles that take webhooks).
+	stats *ledger.DeliveryStats
 	// metricsEngine and metricsLn serve METRICS_ADDR, when it is set.
 	metricsEngine *gin.Engine
 	metricsLn     net.Listener
@@ -309,6 +311,15 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		go func() { errc <- msrv.Serve(a.metricsLn) }()
 	}
 
+	statsCtx, stopStats := context.WithCancel(context.Background())
+	statsDone := make(chan struct{})
+	go func() {
+		defer close(statsDone)
+		if a.stats != nil {
+			a.stats.Run(statsCtx, ledger.StatFlushInterval, a.log.Named("stats"))
+		}
+	}()
+
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -320,6 +331,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	if err := srv.Shutdown(sctx); err != nil {
 		a.log.Warn("http shutdown", zap.Error(err))
 	}
+	// Every answer is counted now: the last flush writes them.
+	stopStats()
+	<-statsDone
 	if msrv != nil {
 		if err := msrv.Shutdown(sctx); err != nil {
 			a.log.Warn("metrics shutdown", zap.Error(err))

@@ -14,6 +14,7 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/migrations"
 	"github.com/hookledger/hookledger/modules/admin"
+	"github.com/hookledger/hookledger/modules/console"
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/receiver"
 	"github.com/hookledger/hookledger/modules/web"
@@ -56,6 +57,9 @@ func (a *App) buildHTTP() error {
 		a.metricsEngine = m
 	}
 
+	if a.role.TakesWebhooks() {
+		a.stats = ledger.NewDeliveryStats(a.db)
+	}
 	if token := a.cfg.AdminToken.Reveal(); token != "" {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
 			Endpoints: riverui.NewEndpoints(a.river, nil),
@@ -71,7 +75,12 @@ func (a *App) buildHTTP() error {
 			names[i] = s.Name
 		}
 		admin.Routes(e, admin.Config{
-			Token: token, DB: a.db, Ent: a.ent, Jobs: a.river, Metrics: a.metrics, Sources: names, RiverUI: ui,
+			Token: token, DB: a.db, Ent: a.ent, Jobs: a.river, Metrics: a.metrics, Sources: names, Stats: a.stats, RiverUI: ui,
+		})
+		console.Routes(e, console.Config{
+			Auth: admin.Auth(token, a.metrics), CSRFToken: admin.CSRFToken(token), CSRFField: admin.CSRFField,
+			DB: a.db, Ent: a.ent, Jobs: a.river, Stats: a.stats, Sources: a.consoleSources(),
+			LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, RiverUI: "/riverui",
 		})
 	}
 
@@ -103,10 +112,21 @@ func (a *App) buildHTTP() error {
 			BodyBudget:   a.cfg.InflightBodyBytes,
 			ClaimTimeout: a.cfg.ClaimTimeout,
 			Metrics:      a.metrics,
+			Stats:        a.stats,
 		})
 	}
 	a.engine = e
 	return nil
+}
+
+// consoleSources is what the console shows of the sources: names,
+// providers and how many secrets, never the secrets.
+func (a *App) consoleSources() []console.Source {
+	out := make([]console.Source, len(a.cfg.Sources))
+	for i, s := range a.cfg.Sources {
+		out[i] = console.Source{Name: s.Name, Provider: s.Provider, Secrets: len(s.Secrets)}
+	}
+	return out
 }
 
 func healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }

@@ -14,6 +14,7 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
+	"github.com/hookledger/hookledger/ent/deliverystat"
 	"github.com/hookledger/hookledger/ent/githubbranch"
 	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/replaywatermark"
@@ -30,6 +31,8 @@ type Client struct {
 	config
 	// Schema is the client for creating, migrating and dropping schema.
 	Schema *migrate.Schema
+	// DeliveryStat is the client for interacting with the DeliveryStat builders.
+	DeliveryStat *DeliveryStatClient
 	// GitHubBranch is the client for interacting with the GitHubBranch builders.
 	GitHubBranch *GitHubBranchClient
 	// Payment is the client for interacting with the Payment builders.
@@ -55,6 +58,7 @@ func NewClient(opts ...Option) *Client {
 
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
+	c.DeliveryStat = NewDeliveryStatClient(c.config)
 	c.GitHubBranch = NewGitHubBranchClient(c.config)
 	c.Payment = NewPaymentClient(c.config)
 	c.ReplayWatermark = NewReplayWatermarkClient(c.config)
@@ -154,6 +158,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	return &Tx{
 		ctx:             ctx,
 		config:          cfg,
+		DeliveryStat:    NewDeliveryStatClient(cfg),
 		GitHubBranch:    NewGitHubBranchClient(cfg),
 		Payment:         NewPaymentClient(cfg),
 		ReplayWatermark: NewReplayWatermarkClient(cfg),
@@ -180,6 +185,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	return &Tx{
 		ctx:             ctx,
 		config:          cfg,
+		DeliveryStat:    NewDeliveryStatClient(cfg),
 		GitHubBranch:    NewGitHubBranchClient(cfg),
 		Payment:         NewPaymentClient(cfg),
 		ReplayWatermark: NewReplayWatermarkClient(cfg),
@@ -193,7 +199,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 // Debug returns a new debug-client. It's used to get verbose logging on specific operations.
 //
 //	client.Debug().
-//		GitHubBranch.
+//		DeliveryStat.
 //		Query().
 //		Count(ctx)
 func (c *Client) Debug() *Client {
@@ -216,8 +222,8 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.GitHubBranch, c.Payment, c.ReplayWatermark, c.Subscription, c.UsageDelta,
-		c.UsageTotal, c.WebhookEvent,
+		c.DeliveryStat, c.GitHubBranch, c.Payment, c.ReplayWatermark, c.Subscription,
+		c.UsageDelta, c.UsageTotal, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -227,8 +233,8 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.GitHubBranch, c.Payment, c.ReplayWatermark, c.Subscription, c.UsageDelta,
-		c.UsageTotal, c.WebhookEvent,
+		c.DeliveryStat, c.GitHubBranch, c.Payment, c.ReplayWatermark, c.Subscription,
+		c.UsageDelta, c.UsageTotal, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -237,6 +243,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 // Mutate implements the ent.Mutator interface.
 func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
+	case *DeliveryStatMutation:
+		return c.DeliveryStat.mutate(ctx, m)
 	case *GitHubBranchMutation:
 		return c.GitHubBranch.mutate(ctx, m)
 	case *PaymentMutation:
@@ -253,6 +261,139 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.WebhookEvent.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
+	}
+}
+
+// DeliveryStatClient is a client for the DeliveryStat schema.
+type DeliveryStatClient struct {
+	config
+}
+
+// NewDeliveryStatClient returns a client for the DeliveryStat from the given config.
+func NewDeliveryStatClient(c config) *DeliveryStatClient {
+	return &DeliveryStatClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `deliverystat.Hooks(f(g(h())))`.
+func (c *DeliveryStatClient) Use(hooks ...Hook) {
+	c.hooks.DeliveryStat = append(c.hooks.DeliveryStat, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `deliverystat.Intercept(f(g(h())))`.
+func (c *DeliveryStatClient) Intercept(interceptors ...Interceptor) {
+	c.inters.DeliveryStat = append(c.inters.DeliveryStat, interceptors...)
+}
+
+// Create returns a builder for creating a DeliveryStat entity.
+func (c *DeliveryStatClient) Create() *DeliveryStatCreate {
+	mutation := newDeliveryStatMutation(c.config, OpCreate)
+	return &DeliveryStatCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of DeliveryStat entities.
+func (c *DeliveryStatClient) CreateBulk(builders ...*DeliveryStatCreate) *DeliveryStatCreateBulk {
+	return &DeliveryStatCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *DeliveryStatClient) MapCreateBulk(slice any, setFunc func(*DeliveryStatCreate, int)) *DeliveryStatCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &DeliveryStatCreateBulk{err: fmt.Errorf("calling to DeliveryStatClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*DeliveryStatCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &DeliveryStatCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for DeliveryStat.
+func (c *DeliveryStatClient) Update() *DeliveryStatUpdate {
+	mutation := newDeliveryStatMutation(c.config, OpUpdate)
+	return &DeliveryStatUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *DeliveryStatClient) UpdateOne(_m *DeliveryStat) *DeliveryStatUpdateOne {
+	mutation := newDeliveryStatMutation(c.config, OpUpdateOne, withDeliveryStat(_m))
+	return &DeliveryStatUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *DeliveryStatClient) UpdateOneID(id int64) *DeliveryStatUpdateOne {
+	mutation := newDeliveryStatMutation(c.config, OpUpdateOne, withDeliveryStatID(id))
+	return &DeliveryStatUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for DeliveryStat.
+func (c *DeliveryStatClient) Delete() *DeliveryStatDelete {
+	mutation := newDeliveryStatMutation(c.config, OpDelete)
+	return &DeliveryStatDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *DeliveryStatClient) DeleteOne(_m *DeliveryStat) *DeliveryStatDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *DeliveryStatClient) DeleteOneID(id int64) *DeliveryStatDeleteOne {
+	builder := c.Delete().Where(deliverystat.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &DeliveryStatDeleteOne{builder}
+}
+
+// Query returns a query builder for DeliveryStat.
+func (c *DeliveryStatClient) Query() *DeliveryStatQuery {
+	return &DeliveryStatQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeDeliveryStat},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a DeliveryStat entity by its id.
+func (c *DeliveryStatClient) Get(ctx context.Context, id int64) (*DeliveryStat, error) {
+	return c.Query().Where(deliverystat.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *DeliveryStatClient) GetX(ctx context.Context, id int64) *DeliveryStat {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *DeliveryStatClient) Hooks() []Hook {
+	return c.hooks.DeliveryStat
+}
+
+// Interceptors returns the client interceptors.
+func (c *DeliveryStatClient) Interceptors() []Interceptor {
+	return c.inters.DeliveryStat
+}
+
+func (c *DeliveryStatClient) mutate(ctx context.Context, m *DeliveryStatMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&DeliveryStatCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&DeliveryStatUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&DeliveryStatUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&DeliveryStatDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown DeliveryStat mutation op: %q", m.Op())
 	}
 }
 
@@ -1190,12 +1331,12 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		GitHubBranch, Payment, ReplayWatermark, Subscription, UsageDelta, UsageTotal,
-		WebhookEvent []ent.Hook
+		DeliveryStat, GitHubBranch, Payment, ReplayWatermark, Subscription, UsageDelta,
+		UsageTotal, WebhookEvent []ent.Hook
 	}
 	inters struct {
-		GitHubBranch, Payment, ReplayWatermark, Subscription, UsageDelta, UsageTotal,
-		WebhookEvent []ent.Interceptor
+		DeliveryStat, GitHubBranch, Payment, ReplayWatermark, Subscription, UsageDelta,
+		UsageTotal, WebhookEvent []ent.Interceptor
 	}
 )
 

@@ -5,6 +5,7 @@ package ent
 import (
 	"time"
 
+	"github.com/hookledger/hookledger/ent/deliverystat"
 	"github.com/hookledger/hookledger/ent/githubbranch"
 	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/replaywatermark"
@@ -19,6 +20,20 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	deliverystatFields := schema.DeliveryStat{}.Fields()
+	_ = deliverystatFields
+	// deliverystatDescSource is the schema descriptor for source field.
+	deliverystatDescSource := deliverystatFields[2].Descriptor()
+	// deliverystat.SourceValidator is a validator for the "source" field. It is called by the builders before save.
+	deliverystat.SourceValidator = deliverystatDescSource.Validators[0].(func(string) error)
+	// deliverystatDescOutcome is the schema descriptor for outcome field.
+	deliverystatDescOutcome := deliverystatFields[3].Descriptor()
+	// deliverystat.OutcomeValidator is a validator for the "outcome" field. It is called by the builders before save.
+	deliverystat.OutcomeValidator = deliverystatDescOutcome.Validators[0].(func(string) error)
+	// deliverystatDescCount is the schema descriptor for count field.
+	deliverystatDescCount := deliverystatFields[4].Descriptor()
+	// deliverystat.DefaultCount holds the default value on creation for the count field.
+	deliverystat.DefaultCount = deliverystatDescCount.Default.(int64)
 	githubbranchFields := schema.GitHubBranch{}.Fields()
 	_ = githubbranchFields
 	// githubbranchDescRepository is the schema descriptor for repository field.

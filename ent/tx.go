@@ -14,6 +14,8 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// DeliveryStat is the client for interacting with the DeliveryStat builders.
+	DeliveryStat *DeliveryStatClient
 	// GitHubBranch is the client for interacting with the GitHubBranch builders.
 	GitHubBranch *GitHubBranchClient
 	// Payment is the client for interacting with the Payment builders.
@@ -159,6 +161,7 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.DeliveryStat = NewDeliveryStatClient(tx.config)
 	tx.GitHubBranch = NewGitHubBranchClient(tx.config)
 	tx.Payment = NewPaymentClient(tx.config)
 	tx.ReplayWatermark = NewReplayWatermarkClient(tx.config)
@@ -175,7 +178,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: GitHubBranch.QueryXXX(), the query will be executed
+// applies a query, for example: DeliveryStat.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

@@ -9,6 +9,18 @@ import (
 	"github.com/hookledger/hookledger/ent"
 )
 
+// The DeliveryStatFunc type is an adapter to allow the use of ordinary
+// function as DeliveryStat mutator.
+type DeliveryStatFunc func(context.Context, *ent.DeliveryStatMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f DeliveryStatFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.DeliveryStatMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DeliveryStatMutation", m)
+}
+
 // The GitHubBranchFunc type is an adapter to allow the use of ordinary
 // function as GitHubBranch mutator.
 type GitHubBranchFunc func(context.Context, *ent.GitHubBranchMutation) (ent.Value, error)

@@ -9,6 +9,27 @@ import (
 )
 
 var (
+	// DeliveryStatColumns holds the columns for the "delivery_stat" table.
+	DeliveryStatColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "minute", Type: field.TypeTime},
+		{Name: "source", Type: field.TypeString},
+		{Name: "outcome", Type: field.TypeString},
+		{Name: "count", Type: field.TypeInt64, Default: 0},
+	}
+	// DeliveryStatTable holds the schema information for the "delivery_stat" table.
+	DeliveryStatTable = &schema.Table{
+		Name:       "delivery_stat",
+		Columns:    DeliveryStatColumns,
+		PrimaryKey: []*schema.Column{DeliveryStatColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "deliverystat_minute_source_outcome",
+				Unique:  true,
+				Columns: []*schema.Column{DeliveryStatColumns[1], DeliveryStatColumns[2], DeliveryStatColumns[3]},
+			},
+		},
+	}
 	// GithubBranchColumns holds the columns for the "github_branch" table.
 	GithubBranchColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
@@ -212,6 +233,7 @@ var (
 	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		DeliveryStatTable,
 		GithubBranchTable,
 		PaymentTable,
 		ReplayWatermarkTable,
@@ -223,6 +245,9 @@ var (
 )
 
 func init() {
+	DeliveryStatTable.Annotation = &entsql.Annotation{
+		Table: "delivery_stat",
+	}
 	GithubBranchTable.Annotation = &entsql.Annotation{
 		Table: "github_branch",
 	}

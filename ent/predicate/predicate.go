@@ -6,6 +6,9 @@ import (
 	"entgo.io/ent/dialect/sql"
 )
 
+// DeliveryStat is the predicate function for deliverystat builders.
+type DeliveryStat func(*sql.Selector)
+
 // GitHubBranch is the predicate function for githubbranch builders.
 type GitHubBranch func(*sql.Selector)
 

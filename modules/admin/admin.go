@@ -1,11 +1,11 @@
 package admin
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sort"
 	"strconv"
 	"time"
 
@@ -29,6 +29,9 @@ type Config struct {
 	// Sources are the configured source names, listed in stats even before
 	// their first duplicate.
 	Sources []string
+	// Stats is this process's delivery counts, flushed before stats are
+	// read; nil in a process that takes no webhooks.
+	Stats *ledger.DeliveryStats
 	// RiverUI is River's UI handler, served under /riverui/.
 	RiverUI http.Handler
 }
@@ -213,15 +216,49 @@ func (h *handler) requeueMany(c *gin.Context) {
 	c.JSON(http.StatusOK, counts)
 }
 
-// Rate is a source's duplicates seen by this process.
+// Rate is a source's duplicates over the last hour and day, as every
+// receiver process recorded them in delivery_stat.
 type Rate struct {
 	LastHour int64 `json:"last_hour"`
 	LastDay  int64 `json:"last_day"`
 }
 
+// Duplicates reads every source's duplicates over the last hour and day
+// from delivery_stat, after adding this process's unflushed counts; the
+// configured sources are listed even before their first duplicate.
+func Duplicates(ctx context.Context, db *sql.DB, stats *ledger.DeliveryStats, sources []string) (map[string]Rate, error) {
+	if err := stats.Flush(ctx); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	out := map[string]Rate{}
+	for _, s := range sources {
+		out[s] = Rate{}
+	}
+	for _, window := range []time.Duration{time.Hour, 24 * time.Hour} {
+		counts, err := ledger.DeliveryCounts(ctx, db, now.Add(-window))
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range counts {
+			if c.Outcome != metrics.OutcomeDuplicate {
+				continue
+			}
+			r := out[c.Source]
+			if window == time.Hour {
+				r.LastHour = c.Count
+			} else {
+				r.LastDay = c.Count
+			}
+			out[c.Source] = r
+		}
+	}
+	return out, nil
+}
+
 func (h *handler) stats(c *gin.Context) {
 	ctx := c.Request.Context()
-	byStatus, err := ledger.CountByStatus(ctx, h.cfg.DB)
+	byStatus, _, err := ledger.CountByStatus(ctx, h.cfg.DB)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -231,12 +268,10 @@ func (h *handler) stats(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	names := append(append([]string{}, h.cfg.Sources...), h.cfg.Metrics.Duplicates.Keys()...)
-	sort.Strings(names)
-	dups := map[string]Rate{}
-	for _, n := range names {
-		hour, day := h.cfg.Metrics.Duplicates.Counts(n)
-		dups[n] = Rate{LastHour: hour, LastDay: day}
+	dups, err := Duplicates(ctx, h.cfg.DB, h.cfg.Stats, h.cfg.Sources)
+	if err != nil {
+		h.fail(c, err)
+		return
 	}
 	c.JSON(http.StatusOK, gin.H{
 		"by_status":              byStatus,

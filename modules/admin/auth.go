@@ -20,6 +20,13 @@ import (
 // (GET /admin/csrf returns it).
 const CSRFHeader = "X-CSRF-Token"
 
+// CSRFField carries the same token in an HTML form (the console's).
+const CSRFField = "csrf_token"
+
+// CSRFToken is the CSRF token of the admin token: what pages put in
+// CSRFHeader or in a form's CSRFField.
+func CSRFToken(token string) string { return csrfValue(token) }
+
 // Auth accepts "Authorization: Bearer <token>" or HTTP basic auth with the
 // token as password (for browsers), compared in constant time; anything
 // else gets 401 with a Basic challenge. Basic credentials are sent by a
@@ -27,7 +34,9 @@ const CSRFHeader = "X-CSRF-Token"
 // state-changing request (any method but GET, HEAD and OPTIONS) under
 // basic auth must also prove it is not cross-site: Sec-Fetch-Site
 // same-origin, or (from a browser that sends no Sec-Fetch-Site) an Origin
-// equal to the request's host, or the CSRF token; else 403. A bearer
+// equal to the request's host, or the CSRF token (in CSRFHeader, or in a
+// form's CSRFField); else 403. A token that is present decides alone: a
+// wrong one is refused whatever the other headers say. A bearer
 // token is never sent by a browser unasked, so it always works.
 func Auth(token string, m *metrics.Set) gin.HandlerFunc {
 	want := sha256.Sum256([]byte(token))
@@ -74,7 +83,11 @@ func changesState(method string) bool {
 // sameOrigin reports whether the request proves it was not sent by
 // another site.
 func sameOrigin(r *http.Request, csrf string) bool {
-	if got := r.Header.Get(CSRFHeader); got != "" {
+	got := r.Header.Get(CSRFHeader)
+	if got == "" && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		got = r.PostFormValue(CSRFField)
+	}
+	if got != "" {
 		return subtle.ConstantTimeCompare([]byte(got), []byte(csrf)) == 1
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {

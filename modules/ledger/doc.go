@@ -1,8 +1,10 @@
 // Package ledger is hookledger's core: the event ledger and the path from a
 // verified delivery to settled business state.
 //
-// It owns the webhook_event table (ent/schema/webhook_event.go) and the job
-// kinds apply_event, apply_batch and prune_ledger.
+// It owns the webhook_event table (ent/schema/webhook_event.go), the
+// delivery counts in delivery_stat (ent/schema/delivery_stat.go, written by
+// DeliveryStats for every receiver) and the job kinds apply_event,
+// apply_batch and prune_ledger.
 //
 //   - Claim: Claimer inserts the ledger row with INSERT ... ON CONFLICT DO
 //     NOTHING RETURNING and the River job that applies it, in one
@@ -15,8 +17,9 @@
 //     and backed off (the handler's), snoozed (the database's), handed back
 //     (shutdown), with a failed batch split into one job per event.
 //   - Operate: Requeue (which targets the event, never a shared batch job),
-//     RequeueMatching, List, Find, FindJob, Prune, CountByStatus and the
-//     Prometheus Collector serve the admin API and the CLI.
+//     RequeueMatching, List, Find, FindJob, Prune, CountByStatus,
+//     DeliveryCounts, DeliverySeries and the Prometheus Collector serve the
+//     admin API, the console and the CLI.
 //
 // Modules register their handlers, workers and periodic jobs in a Registry;
 // InTx gives them a transaction that ent and River share.

@@ -23,7 +23,8 @@ type PruneReport struct {
 
 // Prune deletes settled rows received before now-retention, in batches of
 // PruneBatch, each its own statement; rows a claim or apply holds are
-// skipped and taken next time. With dryRun it only counts them.
+// skipped and taken next time. The delivery counts of that age go too.
+// With dryRun it only counts the ledger rows.
 func Prune(ctx context.Context, db *sql.DB, retention time.Duration, dryRun bool) (PruneReport, error) {
 	r := PruneReport{Cutoff: time.Now().Add(-retention)}
 	if dryRun {
@@ -50,9 +51,18 @@ func Prune(ctx context.Context, db *sql.DB, retention time.Duration, dryRun bool
 		n, _ := res.RowsAffected()
 		r.Rows += n
 		if n < PruneBatch {
-			return r, nil
+			return r, pruneStats(ctx, db, r.Cutoff)
 		}
 	}
+}
+
+// pruneStats deletes the delivery counts of minutes before cutoff, with
+// the ledger rows of that age.
+func pruneStats(ctx context.Context, db *sql.DB, cutoff time.Time) error {
+	if _, err := db.ExecContext(ctx, `DELETE FROM delivery_stat WHERE minute < $1`, cutoff); err != nil {
+		return fmt.Errorf("prune delivery stats: %w", err)
+	}
+	return nil
 }
 
 // PruneArgs is the periodic prune job.

@@ -9,39 +9,55 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// CountByStatus counts every ledger row by status.
-func CountByStatus(ctx context.Context, db *sql.DB) (map[string]int64, error) {
-	rows, err := db.QueryContext(ctx, `SELECT status, count(*) FROM webhook_event GROUP BY status`)
+// ExactSettledBelow is the table size under which CountByStatus counts
+// settled rows exactly; above it, it estimates them from PostgreSQL's
+// table statistics instead of scanning the ledger.
+const ExactSettledBelow = 200_000
+
+// CountByStatus counts ledger rows by status without scanning the whole
+// ledger: claimed and failed through the partial index that holds only
+// them, settled exactly while the table is small and, above
+// ExactSettledBelow rows, as the table's live-row estimate (pg_stat's
+// n_live_tup, else pg_class.reltuples) minus the unsettled rows, which is
+// as fresh as autovacuum's last analyze. processing exists only inside an
+// apply transaction, so no other session sees it: it is always 0 here.
+// estimated reports whether settled is an estimate.
+func CountByStatus(ctx context.Context, db *sql.DB) (counts map[string]int64, estimated bool, err error) {
+	claimed, failed, _, err := pending(ctx, db)
 	if err != nil {
-		return nil, fmt.Errorf("count by status: %w", err)
+		return nil, false, err
 	}
-	defer rows.Close()
-	out := map[string]int64{"claimed": 0, "processing": 0, "settled": 0, "failed": 0}
-	for rows.Next() {
-		var (
-			s string
-			n int64
-		)
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, err
+	var live float64
+	err = db.QueryRowContext(ctx, `
+		SELECT COALESCE(NULLIF(s.n_live_tup, 0)::float8, greatest(c.reltuples, 0)::float8)
+		FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+		WHERE c.oid = 'webhook_event'::regclass`).Scan(&live)
+	if err != nil {
+		return nil, false, fmt.Errorf("ledger size estimate: %w", err)
+	}
+	var settled int64
+	if live < ExactSettledBelow {
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`).Scan(&settled); err != nil {
+			return nil, false, fmt.Errorf("count settled: %w", err)
 		}
-		out[s] = n
+	} else {
+		settled, estimated = max(int64(live)-claimed-failed, 0), true
 	}
-	return out, rows.Err()
+	return map[string]int64{"claimed": claimed, "processing": 0, "settled": settled, "failed": failed}, estimated, nil
 }
 
-// pending counts unsettled rows (through the partial index) and the age of
-// the oldest.
+// pending counts unsettled rows through the partial index on claimed and
+// failed rows, and the age of the oldest.
 func pending(ctx context.Context, db *sql.DB) (claimed, failed int64, oldest time.Duration, err error) {
 	var age sql.NullFloat64
 	err = db.QueryRowContext(ctx, `
 		SELECT count(*) FILTER (WHERE status = 'claimed'), count(*) FILTER (WHERE status = 'failed'),
 			EXTRACT(EPOCH FROM now() - min(received_at))
-		FROM webhook_event WHERE status IN ('claimed', 'failed', 'processing')`).Scan(&claimed, &failed, &age)
+		FROM webhook_event WHERE status IN ('claimed', 'failed')`).Scan(&claimed, &failed, &age)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("ledger backlog: %w", err)
 	}
-	return claimed, failed, time.Duration(age.Float64 * float64(time.Second)), nil
+	return claimed, failed, time.Duration(max(age.Float64, 0) * float64(time.Second)), nil
 }
 
 // OldestPending is the age of the oldest unsettled row, 0 when none.

@@ -45,17 +45,12 @@ type Set struct {
 	AllowlistRefusals *prometheus.CounterVec
 	PublishedIPsAge   *prometheus.GaugeVec
 	PublishedIPsStale *prometheus.GaugeVec
-
-	// Duplicates counts this process\'s duplicate deliveries per source over
-	// the last hour and day, for /admin/stats.
-	Duplicates *Recent
 }
 
 // New registers a fresh Set, with Go runtime and process collectors.
 func New() *Set {
 	s := &Set{
-		Registry:   prometheus.NewRegistry(),
-		Duplicates: NewRecent(),
+		Registry: prometheus.NewRegistry(),
 		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookledger_deliveries_total",
 			Help: "Webhook deliveries by configured source and outcome.",

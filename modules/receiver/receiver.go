@@ -105,6 +105,8 @@ type Config struct {
 	// ShortCircuit answers duplicates with a fresh Redis marker before
 	// the claim (REDIS_URL); nil means no Redis. Off under LogOnly.
 	ShortCircuit *shortcircuit.Gate
+	// Stats counts every answer per source and minute for delivery_stat.
+	Stats *ledger.DeliveryStats
 	// NowFunc is the clock for timestamp checks; time.Now when nil.
 	NowFunc func() time.Time
 }
@@ -201,7 +203,6 @@ func (h *handler) receive(c *gin.Context) {
 	log = log.With(zap.String("event_id", ev.ID), zap.String("event_type", ev.Type))
 
 	if !h.cfg.LogOnly && h.cfg.ShortCircuit.Seen(c.Request.Context(), src.Name, claim.Namespace, claim.EventID) {
-		h.cfg.Metrics.Duplicates.Add(src.Name)
 		h.answer(c, src.Name, metrics.OutcomeDuplicate, http.StatusOK, Response{Status: "duplicate", EventID: ev.ID})
 		return
 	}
@@ -221,7 +222,6 @@ func (h *handler) receive(c *gin.Context) {
 		log.Named("feed").Info("--> "+ev.Type+" "+ev.ID+" claimed", zap.Bool("replayed", claim.Replayed))
 		h.answer(c, src.Name, metrics.OutcomeClaimed, http.StatusOK, Response{Status: "claimed", EventID: ev.ID})
 	case err == nil:
-		h.cfg.Metrics.Duplicates.Add(src.Name)
 		if h.cfg.LogOnly {
 			h.cfg.Metrics.WouldSkip.WithLabelValues(src.Name).Inc()
 			log.Warn("duplicate delivery: would skip; applying again (CLAIM_MODE=log-only)", zap.Bool("replayed", claim.Replayed))
@@ -243,6 +243,8 @@ func (h *handler) receive(c *gin.Context) {
 
 func (h *handler) answer(c *gin.Context, source, outcome string, status int, r Response) {
 	h.cfg.Metrics.Deliveries.WithLabelValues(source, outcome).Inc()
+	src := h.sources[source]
+	h.cfg.Stats.Add(source, outcome, src != nil && replayed(c, src), h.cfg.LogOnly)
 	c.JSON(status, r)
 }
 

@@ -1,0 +1,195 @@
+package ledger
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Tallies DeliveryStats keeps beside a delivery's outcome.
+const (
+	// StatReplayed counts deliveries that carried the source's replay token.
+	StatReplayed = "replayed"
+	// StatWouldSkip counts duplicates applied again under CLAIM_MODE=log-only.
+	StatWouldSkip = "would_skip"
+)
+
+// StatFlushInterval is how often a receiver adds its counts to
+// delivery_stat: what a crash of the process can lose.
+const StatFlushInterval = 5 * time.Second
+
+type statKey struct {
+	minute          int64 // Unix seconds at the start of the minute
+	source, outcome string
+}
+
+// DeliveryStats counts a receiver's answers per source, minute and outcome
+// in memory, and adds them to delivery_stat when flushed: one statement
+// every few seconds, not a write per request. Counts that a flush could not
+// write are kept for the next one; a crash loses what was not yet flushed.
+// A nil *DeliveryStats counts nothing.
+type DeliveryStats struct {
+	db *sql.DB
+
+	mu     sync.Mutex
+	counts map[statKey]int64
+	// flushMu orders flushes, so a reader that flushes first sees every
+	// count this process answered before it.
+	flushMu sync.Mutex
+}
+
+// NewDeliveryStats returns an empty aggregate writing to db.
+func NewDeliveryStats(db *sql.DB) *DeliveryStats {
+	return &DeliveryStats{db: db, counts: map[statKey]int64{}}
+}
+
+// Add counts one answered delivery of source with outcome (a value of
+// hookledger_deliveries_total{outcome}); replayed also counts it as
+// StatReplayed, and a duplicate under log-only also as StatWouldSkip.
+func (s *DeliveryStats) Add(source, outcome string, replayed, logOnly bool) {
+	if s == nil {
+		return
+	}
+	m := time.Now().Unix() / 60 * 60
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts[statKey{m, source, outcome}]++
+	if replayed {
+		s.counts[statKey{m, source, StatReplayed}]++
+	}
+	if logOnly && outcome == "duplicate" {
+		s.counts[statKey{m, source, StatWouldSkip}]++
+	}
+}
+
+// Flush adds the counts gathered since the last flush to delivery_stat in
+// one additive upsert. On error the counts are kept for the next flush.
+func (s *DeliveryStats) Flush(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	taken := s.counts
+	s.counts = map[statKey]int64{}
+	s.mu.Unlock()
+	if len(taken) == 0 {
+		return nil
+	}
+	keys := make([]statKey, 0, len(taken))
+	for k := range taken {
+		keys = append(keys, k)
+	}
+	// Key order, so concurrent flushes of several receivers cannot deadlock.
+	slices.SortFunc(keys, func(a, b statKey) int {
+		return cmp.Or(cmp.Compare(a.minute, b.minute), cmp.Compare(a.source, b.source), cmp.Compare(a.outcome, b.outcome))
+	})
+	minutes := make([]time.Time, len(keys))
+	sources := make([]string, len(keys))
+	outcomes := make([]string, len(keys))
+	counts := make([]int64, len(keys))
+	for i, k := range keys {
+		minutes[i], sources[i], outcomes[i], counts[i] = time.Unix(k.minute, 0).UTC(), k.source, k.outcome, taken[k]
+	}
+	_, err := s.db.ExecContext(ctx, `
+		INSERT INTO delivery_stat (minute, source, outcome, count)
+		SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::bigint[])
+		ON CONFLICT (minute, source, outcome) DO UPDATE SET count = delivery_stat.count + EXCLUDED.count`,
+		minutes, sources, outcomes, counts)
+	if err != nil {
+		s.mu.Lock()
+		for k, n := range taken {
+			s.counts[k] += n
+		}
+		s.mu.Unlock()
+		return fmt.Errorf("flush delivery stats: %w", err)
+	}
+	return nil
+}
+
+// Run flushes every interval until ctx ends, then once more with a short
+// budget of its own. A failed flush is logged and retried at the next tick.
+func (s *DeliveryStats) Run(ctx context.Context, interval time.Duration, log *zap.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := s.Flush(fctx); err != nil {
+				log.Warn("delivery stats lost at shutdown", zap.Error(err))
+			}
+			return
+		case <-t.C:
+			if err := s.Flush(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("delivery stats not flushed; kept for the next try", zap.Error(err))
+			}
+		}
+	}
+}
+
+// DeliveryCount is the deliveries of one source and outcome in a window.
+type DeliveryCount struct {
+	Source  string
+	Outcome string
+	Count   int64
+	// Last is the start of the newest minute with such a delivery.
+	Last time.Time
+}
+
+// DeliveryCounts sums delivery_stat since since, per source and outcome.
+func DeliveryCounts(ctx context.Context, db *sql.DB, since time.Time) ([]DeliveryCount, error) {
+	rows, err := db.QueryContext(ctx, `
+		SELECT source, outcome, sum(count)::bigint, max(minute) FROM delivery_stat
+		WHERE minute >= $1 GROUP BY source, outcome ORDER BY source, outcome`, since.Truncate(time.Minute))
+	if err != nil {
+		return nil, fmt.Errorf("delivery counts: %w", err)
+	}
+	defer rows.Close()
+	var out []DeliveryCount
+	for rows.Next() {
+		var c DeliveryCount
+		if err := rows.Scan(&c.Source, &c.Outcome, &c.Count, &c.Last); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// DeliveryPoint is one minute's deliveries of one outcome, all sources.
+type DeliveryPoint struct {
+	Minute  time.Time
+	Outcome string
+	Count   int64
+}
+
+// DeliverySeries returns delivery_stat since since in buckets of step
+// (a whole number of minutes), summed over sources, oldest first.
+func DeliverySeries(ctx context.Context, db *sql.DB, since time.Time, step time.Duration) ([]DeliveryPoint, error) {
+	stepSec := max(int64(step/time.Second)/60*60, 60)
+	rows, err := db.QueryContext(ctx, `
+		SELECT to_timestamp(floor(extract(epoch FROM minute) / $2) * $2), outcome, sum(count)::bigint
+		FROM delivery_stat WHERE minute >= $1 GROUP BY 1, 2 ORDER BY 1, 2`, since.Truncate(time.Minute), stepSec)
+	if err != nil {
+		return nil, fmt.Errorf("delivery series: %w", err)
+	}
+	defer rows.Close()
+	var out []DeliveryPoint
+	for rows.Next() {
+		var p DeliveryPoint
+		if err := rows.Scan(&p.Minute, &p.Outcome, &p.Count); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
