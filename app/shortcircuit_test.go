@@ -17,6 +17,7 @@ import (
 	"github.com/hookledger/hookledger/app"
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/modules/dbtest"
+	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/redistest"
 	"github.com/hookledger/hookledger/modules/simulate"
 )
@@ -141,13 +142,18 @@ func TestShortCircuitAnswersDuplicatesWithoutATransaction(t *testing.T) {
 	idle := x1 - x0
 
 	s = startOn(t, db, env, config.RoleHTTP)
+	began := time.Now()
 	for range 3 {
 		deliverAll(s, "duplicate")
 	}
 	require.Equal(t, float64(3*n), scrape(s.base, `hookledger_redis_shortcircuit_total{source="stripe"}`))
 	require.NoError(t, s.stop())
 	x2 := xacts(t, db)
-	require.Equal(t, idle, x2-x1, "duplicates with a marker cost no database transaction")
+	// The only transactions are the receiver's delivery statistics: one
+	// flush per StatFlushInterval that had counts, and one at shutdown,
+	// each two to PostgreSQL's count (the statement's prepare and its run).
+	flushes := int64(time.Since(began)/ledger.StatFlushInterval) + 1
+	require.LessOrEqual(t, x2-x1-idle, 2*flushes, "duplicates with a marker cost no database transaction (%d answered)", 3*n)
 
 	// Redis flushed: the same duplicates go to PostgreSQL again, one
 	// transaction each, and nothing is claimed twice.
