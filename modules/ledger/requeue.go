@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 )
@@ -27,8 +28,9 @@ const (
 	// RequeueRequeued: the event is applied now, by a job of its own:
 	// River's pending one brought forward, or a new one.
 	RequeueRequeued RequeueResult = "requeued"
-	// RequeuePending: a job that will apply the event is running right
-	// now; nothing was changed.
+	// RequeuePending: the event is being applied right now (its row is
+	// locked by an apply, or a job that will apply it is running); nothing
+	// was changed.
 	RequeuePending RequeueResult = "pending"
 )
 
@@ -46,10 +48,18 @@ func Requeue(ctx context.Context, db *sql.DB, jobs JobRetrier, namespace, eventI
 	var result RequeueResult
 	err := InTx(ctx, db, func(tx *Tx) error {
 		var status string
-		err := tx.QueryRowContext(ctx, `SELECT status FROM webhook_event WHERE namespace = $1 AND event_id = $2 FOR UPDATE`,
+		// NOWAIT: a row locked now is being applied now (only an apply holds
+		// a ledger row's lock for long, up to its timeout); that apply is the
+		// pending work, and waiting for it would hold this requeue, and a
+		// bulk requeue behind it, for as long.
+		err := tx.QueryRowContext(ctx, `SELECT status FROM webhook_event WHERE namespace = $1 AND event_id = $2 FOR UPDATE NOWAIT`,
 			namespace, eventID).Scan(&status)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+			return errBeingApplied // the transaction is aborted: end it
 		}
 		if err != nil {
 			return fmt.Errorf("lock %s/%s: %w", namespace, eventID, err)
@@ -96,8 +106,14 @@ func Requeue(ctx context.Context, db *sql.DB, jobs JobRetrier, namespace, eventI
 		}
 		return nil
 	})
+	if errors.Is(err, errBeingApplied) {
+		return RequeuePending, nil
+	}
 	return result, err
 }
+
+// errBeingApplied ends a requeue whose row an apply holds right now.
+var errBeingApplied = errors.New("event is being applied right now")
 
 // eventJob is an apply job that carries an event.
 type eventJob struct {
