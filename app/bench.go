@@ -122,19 +122,11 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	name := fmt.Sprintf("hookledger_bench_%d", time.Now().UnixNano())
-	url, err := devdb.EnsureDatabase(ctx, admin, name)
+	url, _, drop, err := benchDatabase(ctx, admin, "bench")
 	if err != nil {
 		return err
 	}
-	defer devdb.DropDatabase(context.Background(), admin, name) //nolint:errcheck
-	ccfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return err
-	}
-	if err := migrations.Up(stdlib.OpenDB(*ccfg)); err != nil {
-		return err
-	}
+	defer drop()
 	mcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return err
@@ -417,4 +409,23 @@ func (s *benchService) stop() {
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	_ = s.cmd.Wait()
+}
+
+// benchDatabase creates and migrates a database of the run's own on the
+// server at admin; drop removes it.
+func benchDatabase(ctx context.Context, admin, kind string) (url, name string, drop func(), err error) {
+	name = fmt.Sprintf("hookledger_%s_%d", kind, time.Now().UnixNano())
+	if url, err = devdb.EnsureDatabase(ctx, admin, name); err != nil {
+		return "", "", nil, err
+	}
+	drop = func() { _ = devdb.DropDatabase(context.Background(), admin, name) }
+	ccfg, err := pgx.ParseConfig(url)
+	if err == nil {
+		err = migrations.Up(stdlib.OpenDB(*ccfg))
+	}
+	if err != nil {
+		drop()
+		return "", "", nil, err
+	}
+	return url, name, drop, nil
 }

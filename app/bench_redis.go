@@ -16,11 +16,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/spf13/cobra"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/migrations"
 	"github.com/hookledger/hookledger/modules/devdb"
 	"github.com/hookledger/hookledger/modules/provider"
 )
@@ -128,19 +126,11 @@ func runStorm(ctx context.Context, o stormOptions, stdout, stderr io.Writer) err
 // starts until it has stopped.
 func stormPhase(ctx context.Context, admin string, o stormOptions, env []string) (StormPhase, error) {
 	r := StormPhase{Deliveries: o.events * o.deliveries}
-	name := fmt.Sprintf("hookledger_storm_%d", time.Now().UnixNano())
-	url, err := devdb.EnsureDatabase(ctx, admin, name)
+	url, name, drop, err := benchDatabase(ctx, admin, "storm")
 	if err != nil {
 		return r, err
 	}
-	defer devdb.DropDatabase(context.Background(), admin, name) //nolint:errcheck
-	ccfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return r, err
-	}
-	if err := migrations.Up(stdlib.OpenDB(*ccfg)); err != nil {
-		return r, err
-	}
+	defer drop()
 	// The real 7 KB Stripe event, the same bytes on every delivery of it.
 	gen, err := loadPayloads("testdata/providers", "storm", []benchTemplate{subscriptionUpdated})
 	if err != nil {
