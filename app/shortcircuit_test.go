@@ -233,7 +233,9 @@ func redisFaultRun(t *testing.T, env ...string) (*redistest.Server, *redis.Clien
 func TestShortCircuitSurvivesRedisKilledAndFlushed(t *testing.T) {
 	// Any error answer must be Redis's doing: give claims time on a busy
 	// machine.
-	srv, rdb, db, p := redisFaultRun(t, "CLAIM_TIMEOUT=10s")
+	// A generous Redis timeout too: a slow lookup on a loaded machine must
+	// not reopen the breaker the test expects closed at the end.
+	srv, rdb, db, p := redisFaultRun(t, "CLAIM_TIMEOUT=10s", "REDIS_TIMEOUT=1s")
 	base := "http://" + p.addr
 	const events = 150
 	first := storm(t, p, events, "rk_")
