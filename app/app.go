@@ -133,11 +133,11 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 
 // registerModules is where every feature module is wired in: one line each.
 func (a *App) registerModules() {
-	subscription.Register(a.registry, subscription.Config{DB: a.db, Metrics: a.metrics, StripeAPI: subscription.StripeAPI{
+	subscription.Register(a.registry, subscription.Config{DB: a.db, Metrics: a.metrics, StripeAPI: provider.StripeAPI{
 		Base: a.cfg.StripeAPIBase, Key: a.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 5 * time.Second}}})
 	payment.Register(a.registry, payment.Config{DB: a.db, Sender: payment.LogSender{Logger: a.log.Named("receipt")}})
 	usage.Register(a.registry)
-	thin.Register(a.registry, thin.Config{DB: a.db, API: thin.API{
+	thin.Register(a.registry, thin.Config{DB: a.db, API: provider.StripeAPI{
 		Base: a.cfg.StripeAPIBase, Key: a.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 10 * time.Second}}})
 	github.Register(a.registry)
 	if a.cfg.ReconcileInterval > 0 {

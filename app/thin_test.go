@@ -16,6 +16,7 @@ import (
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/ledgertest"
 	"github.com/hookledger/hookledger/modules/payment"
+	"github.com/hookledger/hookledger/modules/provider"
 	"github.com/hookledger/hookledger/modules/subscription"
 	"github.com/hookledger/hookledger/modules/thin"
 )
@@ -109,9 +110,9 @@ func TestThinEventsGiveTheSnapshotRows(t *testing.T) {
 	run := func(t *testing.T, scenario func(h *ledgertest.Harness)) ([]string, int) {
 		h := ledgertest.New(t, 2, func(h *ledgertest.Harness) {
 			subscription.Register(h.Registry, subscription.Config{DB: h.DB.SQL, Metrics: h.Metrics,
-				StripeAPI: subscription.StripeAPI{Base: api.URL, Key: "sk_test_thin"}})
+				StripeAPI: provider.StripeAPI{Base: api.URL, Key: "sk_test_thin"}})
 			payment.Register(h.Registry, payment.Config{DB: h.DB.SQL, Sender: nopSender{}})
-			thin.Register(h.Registry, thin.Config{DB: h.DB.SQL, API: thin.API{Base: api.URL, Key: "sk_test_thin"}})
+			thin.Register(h.Registry, thin.Config{DB: h.DB.SQL, API: provider.StripeAPI{Base: api.URL, Key: "sk_test_thin"}})
 		})
 		scenario(h)
 		quiet(t, h)

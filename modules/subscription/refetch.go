@@ -2,11 +2,8 @@ package subscription
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"time"
 
@@ -57,13 +54,13 @@ var errNotFound = errors.New("not found")
 func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) error {
 	a := job.Args
 	obj, err := w.fetch(ctx, a.SubscriptionID)
-	var perm *permanentAnswer
+	var refused *provider.APIRefusal
 	switch {
-	case errors.As(err, &perm):
+	case errors.As(err, &refused):
 		w.cfg.Metrics.VersionTies.WithLabelValues(entsub.Table, "refetch_refused").Inc()
 		return river.JobCancel(fmt.Errorf("re-fetch subscription %s: %w; the tie rule's state stands", a.SubscriptionID, err))
 	case err != nil:
-		return err
+		return fmt.Errorf("re-fetch subscription %s: %w", a.SubscriptionID, err)
 	}
 	var plan *string
 	if p := obj.plan(); p != "" {
@@ -89,42 +86,13 @@ func (w *refetchWorker) NextRetry(job *river.Job[RefetchArgs]) time.Time {
 	return time.Now().Add(ledger.RetryDelay(job.Attempt))
 }
 
-// permanentAnswer is an API answer that a retry would get again.
-type permanentAnswer struct{ status string }
-
-func (e *permanentAnswer) Error() string { return "Stripe answered " + e.status }
-
 func (w *refetchWorker) fetch(ctx context.Context, id string) (*stripeSubscription, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	api := w.cfg.StripeAPI
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api.Base+"/v1/subscriptions/"+url.PathEscape(id), nil)
-	if err != nil {
-		return nil, &permanentAnswer{status: err.Error()}
-	}
-	req.SetBasicAuth(api.Key, "")
-	hc := api.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("re-fetch subscription %s: %w", id, err)
-	}
-	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusOK:
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return nil, fmt.Errorf("re-fetch subscription %s: Stripe answered %s", id, resp.Status)
-	default: // 404 for a subscription Stripe does not have, 401/403 for the key
-		return nil, &permanentAnswer{status: resp.Status}
-	}
 	var obj stripeSubscription
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&obj); err != nil {
-		return nil, fmt.Errorf("re-fetch subscription %s: %w", id, err)
+	if err := w.cfg.StripeAPI.Get(ctx, "/v1/subscriptions/"+url.PathEscape(id), "", &obj); err != nil {
+		return nil, err
 	}
 	if obj.Status == "" {
-		return nil, &permanentAnswer{status: "a subscription without a status"}
+		return nil, &provider.APIRefusal{Status: "a subscription without a status"}
 	}
 	return &obj, nil
 }

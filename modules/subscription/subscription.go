@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -25,14 +24,7 @@ type Config struct {
 	Metrics *metrics.Set
 	// StripeAPI, when it has a key, resolves equal-version ties by
 	// re-fetching the subscription from Stripe, in a job of its own.
-	StripeAPI StripeAPI
-}
-
-// StripeAPI reaches Stripe's REST API.
-type StripeAPI struct {
-	Base string // without /v1
-	Key  string
-	HTTP *http.Client
+	StripeAPI provider.StripeAPI
 }
 
 // Register adds the module's event handlers and its re-fetch worker.

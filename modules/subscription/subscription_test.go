@@ -19,6 +19,7 @@ import (
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/ledgertest"
 	"github.com/hookledger/hookledger/modules/metrics"
+	"github.com/hookledger/hookledger/modules/provider"
 	"github.com/hookledger/hookledger/modules/subscription"
 )
 
@@ -193,7 +194,7 @@ func TestPaddleOutOfOrder(t *testing.T) {
 // resolved by Stripe's current state of the subscription.
 func TestTieRefetchedFromStripe(t *testing.T) {
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, _, _ := r.BasicAuth(); u != "sk_test_tie" || r.URL.Path != "/v1/subscriptions/sub_tie" {
+		if r.Header.Get("Authorization") != "Bearer sk_test_tie" || r.URL.Path != "/v1/subscriptions/sub_tie" {
 			http.Error(w, "no", http.StatusNotFound)
 			return
 		}
@@ -201,7 +202,7 @@ func TestTieRefetchedFromStripe(t *testing.T) {
 	}))
 	defer api.Close()
 	h := ledgertest.New(t, 1, func(h *ledgertest.Harness) {
-		subscription.Register(h.Registry, subscription.Config{DB: h.DB.SQL, Metrics: h.Metrics, StripeAPI: subscription.StripeAPI{Base: api.URL, Key: "sk_test_tie", HTTP: api.Client()}})
+		subscription.Register(h.Registry, subscription.Config{DB: h.DB.SQL, Metrics: h.Metrics, StripeAPI: provider.StripeAPI{Base: api.URL, Key: "sk_test_tie", HTTP: api.Client()}})
 	})
 	f := &fixture{Harness: h, metrics: h.Metrics}
 	require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_tie", "active", 900)))
@@ -285,7 +286,7 @@ func TestRefetchNotFoundKeepsTheTieRule(t *testing.T) {
 	}))
 	defer api.Close()
 	h := ledgertest.New(t, 1, func(h *ledgertest.Harness) {
-		subscription.Register(h.Registry, subscription.Config{DB: h.DB.SQL, Metrics: h.Metrics, StripeAPI: subscription.StripeAPI{Base: api.URL, Key: "sk_test_404", HTTP: api.Client()}})
+		subscription.Register(h.Registry, subscription.Config{DB: h.DB.SQL, Metrics: h.Metrics, StripeAPI: provider.StripeAPI{Base: api.URL, Key: "sk_test_404", HTTP: api.Client()}})
 	})
 	f := &fixture{Harness: h, metrics: h.Metrics}
 	require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_gone", "active", 950)))

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/hookledger/hookledger/modules/ledger"
+	"github.com/hookledger/hookledger/modules/provider"
 )
 
 // FetchArgs is the stripe_thin_fetch job: fetch the object a thin event
@@ -58,8 +57,8 @@ func (w *fetchWorker) Work(ctx context.Context, job *river.Job[FetchArgs]) error
 	if err != nil {
 		return river.JobCancel(err)
 	}
-	obj, err := w.m.cfg.API.object(ctx, te)
-	var refused *refusal
+	obj, err := object(ctx, w.m.cfg.API, te)
+	var refused *provider.APIRefusal
 	if errors.As(err, &refused) {
 		return river.JobCancel(fmt.Errorf("thin event %s: %w", te.ID, err))
 	}
@@ -90,66 +89,26 @@ func (w *fetchWorker) Work(ctx context.Context, job *river.Job[FetchArgs]) error
 	return err
 }
 
-// refusal is an API answer that a retry would get again.
-type refusal struct{ status string }
-
-func (e *refusal) Error() string { return "Stripe answered " + e.status }
-
 // object returns the thin event's related object as the API serves it,
 // reading the event from GET /v2/core/events/{id} first when the delivery
 // names none.
-func (api API) object(ctx context.Context, te event) (json.RawMessage, error) {
+func object(ctx context.Context, api provider.StripeAPI, te event) (json.RawMessage, error) {
 	rel := te.RelatedObject
 	if rel == nil || rel.URL == "" {
 		var full event
-		if err := api.get(ctx, "/v2/core/events/"+url.PathEscape(te.ID), te.Context, &full); err != nil {
+		if err := api.Get(ctx, "/v2/core/events/"+url.PathEscape(te.ID), te.Context, &full); err != nil {
 			return nil, err
 		}
 		if rel = full.RelatedObject; rel == nil || rel.URL == "" {
-			return nil, &refusal{status: "an event without a related object"}
+			return nil, &provider.APIRefusal{Status: "an event without a related object"}
 		}
 	}
 	if !strings.HasPrefix(rel.URL, "/v1/") || strings.ContainsAny(rel.URL, "?#") || strings.Contains(rel.URL, "..") {
-		return nil, &refusal{status: fmt.Sprintf("a related object URL that is not a v1 API path (%q)", rel.URL)}
+		return nil, &provider.APIRefusal{Status: fmt.Sprintf("a related object URL that is not a v1 API path (%q)", rel.URL)}
 	}
 	var obj json.RawMessage
-	if err := api.get(ctx, rel.URL, te.Context, &obj); err != nil {
+	if err := api.Get(ctx, rel.URL, te.Context, &obj); err != nil {
 		return nil, err
 	}
 	return obj, nil
-}
-
-// get reads one API resource into v, on behalf of the connected account
-// stripeContext when it is set.
-func (api API) get(ctx context.Context, path, stripeContext string, v any) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api.Base+path, nil)
-	if err != nil {
-		return &refusal{status: err.Error()}
-	}
-	req.Header.Set("Authorization", "Bearer "+api.Key)
-	if stripeContext != "" {
-		req.Header.Set("Stripe-Context", stripeContext)
-	}
-	hc := api.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusOK:
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return fmt.Errorf("GET %s: Stripe answered %s", path, resp.Status)
-	default: // 404 for an object Stripe does not have, 401/403 for the key
-		return &refusal{status: resp.Status + " to GET " + path}
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(v); err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -17,21 +16,16 @@ import (
 	"github.com/hookledger/hookledger/ent"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 	"github.com/hookledger/hookledger/modules/ledger"
+	"github.com/hookledger/hookledger/modules/provider"
 )
 
 // Config holds the module's dependencies.
 type Config struct {
 	// DB is where the fetch job reads the thin event and writes what its
 	// object says.
-	DB  *sql.DB
-	API API
-}
-
-// API reaches Stripe's REST API.
-type API struct {
-	Base string // without /v1
-	Key  string
-	HTTP *http.Client
+	DB *sql.DB
+	// API is Stripe's, where the fetch job reads the related object.
+	API provider.StripeAPI
 }
 
 // Register adds the handler of Stripe's v1 thin events and the fetch

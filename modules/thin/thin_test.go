@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookledger/hookledger/modules/ledger"
 	"github.com/hookledger/hookledger/modules/ledgertest"
+	"github.com/hookledger/hookledger/modules/provider"
 	"github.com/hookledger/hookledger/modules/thin"
 )
 
@@ -89,7 +90,7 @@ func setup(t *testing.T, key string, bodies map[string]string) *fixture {
 	f := &fixture{api: newFakeStripe(t, bodies), applied: &applied{}}
 	f.Harness = ledgertest.New(t, 2, func(h *ledgertest.Harness) {
 		h.Registry.Handle("stripe", "customer.subscription.updated", f.applied.handle)
-		thin.Register(h.Registry, thin.Config{DB: h.DB.SQL, API: thin.API{Base: f.api.URL, Key: key}})
+		thin.Register(h.Registry, thin.Config{DB: h.DB.SQL, API: provider.StripeAPI{Base: f.api.URL, Key: key}})
 	})
 	return f
 }
