@@ -126,6 +126,14 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// The apply jobs that carry event ($1 namespace, $2 event id): its own,
+// and the batch it was claimed in (found through a GIN index on the
+// batch's events).
+const (
+	ownApplyJob  = `kind = 'apply_event' AND args->>'namespace' = $1 AND args->>'event_id' = $2`
+	batchHolding = `kind = 'apply_batch' AND args->'events' @> jsonb_build_array(jsonb_build_object('namespace', $1::text, 'event_id', $2::text))`
+)
+
 // FindJob returns the newest apply job of an event, its own or the batch
 // it was claimed in, or nil when River no longer has one (it prunes
 // finished jobs).
@@ -137,8 +145,7 @@ func FindJob(ctx context.Context, q querier, namespace, eventID string) (*Job, e
 	err := q.QueryRowContext(ctx, `
 		SELECT id, state, attempt, (SELECT string_agg(e->>'error', E'\n') FROM unnest(errors) AS e)
 		FROM river_job
-		WHERE (kind = 'apply_event' AND args->>'namespace' = $1 AND args->>'event_id' = $2)
-			OR (kind = 'apply_batch' AND args->'events' @> jsonb_build_array(jsonb_build_object('namespace', $1::text, 'event_id', $2::text)))
+		WHERE (`+ownApplyJob+`) OR (`+batchHolding+`)
 		ORDER BY id DESC LIMIT 1`, namespace, eventID).Scan(&j.ID, &j.State, &j.Attempt, &errMsg)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil

@@ -130,9 +130,8 @@ func jobsOf(ctx context.Context, tx *Tx, namespace, eventID string) ([]eventJob,
 	rows, err := tx.QueryContext(ctx, `
 		SELECT id, state, kind = 'apply_batch', COALESCE((args->>'force')::boolean, false)
 		FROM river_job
-		WHERE (kind = 'apply_event' AND args->>'namespace' = $1 AND args->>'event_id' = $2)
-			OR (kind = 'apply_batch' AND finalized_at IS NULL AND state NOT IN ('completed', 'cancelled', 'discarded')
-				AND args->'events' @> jsonb_build_array(jsonb_build_object('namespace', $1::text, 'event_id', $2::text)))
+		WHERE (`+ownApplyJob+`)
+			OR (`+batchHolding+` AND finalized_at IS NULL AND state NOT IN ('completed', 'cancelled', 'discarded'))
 		ORDER BY id DESC`, namespace, eventID)
 	if err != nil {
 		return nil, fmt.Errorf("find jobs of %s/%s: %w", namespace, eventID, err)
