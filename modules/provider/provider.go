@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -164,7 +165,7 @@ func (p *Provider) Parse(h http.Header, body []byte, fb *IDFallback) (Event, err
 	if err := checkIdentity("event type", ev.Type); err != nil {
 		return Event{}, err
 	}
-	if err := CheckJSONB(body); err != nil {
+	if err := checkJSONB(body); err != nil {
 		return Event{}, err
 	}
 	return ev, nil
@@ -239,3 +240,23 @@ func payloadError(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrPayload, fmt.Sprintf(format, args...))
 }
 
+// checkJSONB rejects what PostgreSQL's jsonb refuses though JSON allows it:
+// the escaped NUL character.
+func checkJSONB(body []byte) error {
+	s := string(body)
+	for i := strings.Index(s, `\u0000`); i >= 0; {
+		backslashes := 0
+		for j := i - 1; j >= 0 && s[j] == '\\'; j-- {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			return payloadError(`the body contains \u0000, which PostgreSQL jsonb cannot store`)
+		}
+		next := strings.Index(s[i+1:], `\u0000`)
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	return nil
+}
