@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"time"
@@ -84,37 +83,35 @@ func checkKeys(body []byte, names []string) error {
 	return nil
 }
 
-// objectKeys walks the keys of the JSON object in raw and returns the
-// values of the named ones; a non-object passes (the provider's parser
+// objectKeys walks the keys of the JSON object in raw, in the parser's
+// one pass (scanMembers), and returns the values of the named ones; a
+// non-object or a body that is not JSON passes (the provider's parser
 // judges it).
 func objectKeys(raw []byte, names []string) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, nil
-	}
 	values := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, nil
-		}
-		key, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, nil
-		}
+	var refused error
+	err := scanMembers(raw, func(key, value []byte) error {
 		for _, n := range names {
-			if !strings.EqualFold(key, n) {
+			if !strings.EqualFold(string(key), n) {
 				continue
 			}
-			if key != n {
-				return nil, payloadError("key %q is a case variant of %q, which identifies the event", key, n)
+			if string(key) != n {
+				refused = payloadError("key %q is a case variant of %q, which identifies the event", key, n)
+				return refused
 			}
 			if _, dup := values[n]; dup {
-				return nil, payloadError("key %q appears twice", n)
+				refused = payloadError("key %q appears twice", n)
+				return refused
 			}
-			values[n] = v
+			values[n] = value
 		}
+		return nil
+	})
+	if refused != nil {
+		return nil, refused
+	}
+	if err != nil {
+		return nil, nil
 	}
 	return values, nil
 }
