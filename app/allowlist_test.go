@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookledger/hookledger/modules/provider"
+	"github.com/hookledger/hookledger/modules/core/provider"
 )
 
 // fakePublishers serves a Stripe ips_webhooks.json and a GitHub /meta.

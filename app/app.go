@@ -26,17 +26,17 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ent"
-	"github.com/hookledger/hookledger/modules/github"
-	"github.com/hookledger/hookledger/modules/ledger"
-	"github.com/hookledger/hookledger/modules/metrics"
-	"github.com/hookledger/hookledger/modules/payment"
-	"github.com/hookledger/hookledger/modules/provider"
-	"github.com/hookledger/hookledger/modules/receiver"
-	"github.com/hookledger/hookledger/modules/replay"
-	"github.com/hookledger/hookledger/modules/shortcircuit"
-	"github.com/hookledger/hookledger/modules/subscription"
-	"github.com/hookledger/hookledger/modules/thin"
-	"github.com/hookledger/hookledger/modules/usage"
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/metrics"
+	"github.com/hookledger/hookledger/modules/core/provider"
+	"github.com/hookledger/hookledger/modules/core/receiver"
+	"github.com/hookledger/hookledger/modules/core/shortcircuit"
+	"github.com/hookledger/hookledger/modules/features/branchhead"
+	"github.com/hookledger/hookledger/modules/features/payment"
+	"github.com/hookledger/hookledger/modules/features/subscription"
+	"github.com/hookledger/hookledger/modules/features/thin"
+	"github.com/hookledger/hookledger/modules/features/usage"
+	"github.com/hookledger/hookledger/modules/operations/replay"
 )
 
 // Shutdown budget: in-flight requests first, then the workers' soft stop.
@@ -139,7 +139,7 @@ func (a *App) registerModules() {
 	usage.Register(a.registry)
 	thin.Register(a.registry, thin.Config{DB: a.db, API: provider.StripeAPI{
 		Base: a.cfg.StripeAPIBase, Key: a.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 10 * time.Second}}})
-	github.Register(a.registry)
+	branchhead.Register(a.registry)
 	if a.cfg.ReconcileInterval > 0 {
 		replay.RegisterReconcile(a.registry, replay.ReconcileConfig{
 			DB: a.db, Source: a.source(a.cfg.ReconcileSource, "stripe"),

@@ -19,8 +19,8 @@ import (
 
 	"github.com/hookledger/hookledger/app"
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/modules/dbtest"
-	"github.com/hookledger/hookledger/modules/provider"
+	"github.com/hookledger/hookledger/modules/core/provider"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 const secret = "whsec_e2e_secret"

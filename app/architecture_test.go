@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,52 +15,68 @@ import (
 
 const modulePath = "github.com/hookledger/hookledger/"
 
-// corePackages are the packages under modules/ every feature may use.
-var corePackages = map[string]bool{
-	"ledger": true, "ledgertest": true, "provider": true, "receiver": true,
-	"metrics": true, "web": true, "dbtest": true, "devdb": true,
-	"shortcircuit": true, "redistest": true,
+// The layout inside modules/ is the architecture: a package's folder says
+// what it is, and this test derives the dependency rules from it.
+//
+//   - core: the ledger and its claim/apply path, the provider verifiers,
+//     the receiver, metrics: what every feature uses. Imports core only.
+//   - features: the business modules (subscription, payment, usage...).
+//     Import the core, never each other.
+//   - operations: what operators run beside the webhooks (admin API,
+//     console, replay, simulate, bench). Import the core and test support
+//     (bench starts throwaway servers), never each other or a feature.
+//   - testsupport: databases, harnesses and servers for tests and local
+//     development. Imports the core and itself.
+//
+// Tests of any package may also import test support. Nothing imports app.
+var allowed = map[string][]string{
+	"core":        {"core"},
+	"features":    {"core"},
+	"operations":  {"core", "testsupport"},
+	"testsupport": {"core", "testsupport"},
 }
 
-// TestModuleDependencies enforces the design: nothing imports app, a
+// siblingsAllowed are the categories whose packages may import one another.
+var siblingsAllowed = map[string]bool{"core": true, "testsupport": true}
+
+// TestModuleDependencies enforces the design card: nothing imports app, a
 // feature module imports no other feature module, and the core imports no
-// feature module.
+// feature module; it reads the rules from the folders.
 func TestModuleDependencies(t *testing.T) {
 	entries, err := os.ReadDir("../modules")
 	require.NoError(t, err)
-	features := 0
+	var categories []string
+	packages := map[string]int{}
 	for _, e := range entries {
 		if !e.IsDir() {
+			if strings.HasSuffix(e.Name(), ".go") {
+				t.Errorf("modules/%s: Go files belong in a category folder", e.Name())
+			}
 			continue
 		}
-		name := e.Name()
-		if !corePackages[name] {
-			features++
+		cat := e.Name()
+		if _, ok := allowed[cat]; !ok {
+			t.Errorf("modules/%s: not a category (want one of core, features, operations, testsupport)", cat)
+			continue
 		}
-		for _, imp := range imports(t, filepath.Join("../modules", name)) {
-			rel, ok := strings.CutPrefix(imp, modulePath)
-			if !ok {
+		categories = append(categories, cat)
+		pkgs, err := os.ReadDir(filepath.Join("../modules", cat))
+		require.NoError(t, err)
+		for _, p := range pkgs {
+			if !p.IsDir() {
+				t.Errorf("modules/%s/%s: a category folder holds packages only", cat, p.Name())
 				continue
 			}
-			require.False(t, rel == "app" || strings.HasPrefix(rel, "app/"), "modules/%s imports %s", name, imp)
-			other, ok := strings.CutPrefix(rel, "modules/")
-			if !ok {
-				continue
-			}
-			other, _, _ = strings.Cut(other, "/")
-			if other == name || corePackages[other] {
-				continue
-			}
-			if corePackages[name] {
-				t.Errorf("core package modules/%s imports feature module %s", name, imp)
-			} else {
-				t.Errorf("feature module modules/%s imports feature module %s", name, imp)
-			}
+			packages[cat]++
+			checkImports(t, cat, p.Name())
 		}
 	}
-	require.GreaterOrEqual(t, features, 4, "the feature modules were found")
+	require.ElementsMatch(t, []string{"core", "features", "operations", "testsupport"}, categories)
+	require.GreaterOrEqual(t, packages["features"], 4, "the feature modules were found")
+	require.GreaterOrEqual(t, packages["core"], 3, "the core packages were found")
+
 	for _, dir := range []string{"../config", "../migrations", "../ent"} {
-		for _, imp := range imports(t, dir) {
+		for _, imp := range append(imports(t, dir, false), imports(t, dir, true)...) {
 			require.False(t, strings.HasPrefix(imp, modulePath+"app"), "%s imports %s", dir, imp)
 			if dir != "../migrations" {
 				require.False(t, strings.HasPrefix(imp, modulePath+"modules"), "%s imports %s", dir, imp)
@@ -68,12 +85,52 @@ func TestModuleDependencies(t *testing.T) {
 	}
 }
 
-// imports lists the imports of every Go file below dir, tests included.
-func imports(t *testing.T, dir string) []string {
+// checkImports applies the rules to modules/cat/name.
+func checkImports(t *testing.T, cat, name string) {
+	t.Helper()
+	dir := filepath.Join("../modules", cat, name)
+	self := "modules/" + cat + "/" + name
+	for _, withTests := range []bool{false, true} {
+		for _, imp := range imports(t, dir, withTests) {
+			rel, ok := strings.CutPrefix(imp, modulePath)
+			if !ok {
+				continue
+			}
+			if rel == "app" || strings.HasPrefix(rel, "app/") {
+				t.Errorf("%s imports %s", self, imp)
+				continue
+			}
+			mod, ok := strings.CutPrefix(rel, "modules/")
+			if !ok {
+				continue
+			}
+			parts := strings.SplitN(mod, "/", 3)
+			if len(parts) < 2 {
+				t.Errorf("%s imports %s, outside the category folders", self, imp)
+				continue
+			}
+			otherCat, other := parts[0], parts[1]
+			if otherCat == cat && other == name {
+				continue
+			}
+			ok = slices.Contains(allowed[cat], otherCat) && (otherCat != cat || siblingsAllowed[cat])
+			if withTests && otherCat == "testsupport" {
+				ok = true
+			}
+			if !ok {
+				t.Errorf("%s (%s) imports %s (%s)", self, cat, imp, otherCat)
+			}
+		}
+	}
+}
+
+// imports lists the imports of the Go files below dir: without tests, or
+// of the test files only.
+func imports(t *testing.T, dir string, tests bool) []string {
 	t.Helper()
 	var out []string
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") != tests {
 			return err
 		}
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)

@@ -1,70 +1,42 @@
 package app
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"strconv"
-	"syscall"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/spf13/cobra"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/migrations"
-	"github.com/hookledger/hookledger/modules/devdb"
+	"github.com/hookledger/hookledger/modules/operations/bench"
 )
 
-// BenchReport is what `hookledger bench` measured, in one run.
-type BenchReport struct {
-	Events   int    `json:"events"`
-	Clients  int    `json:"clients"`
-	Payloads string `json:"payloads"`
-	// The database-only baselines.
-	PlainSQL  sqlRun `json:"plain_sql_one_tx"`
-	Reference sqlRun `json:"reference_design"`
-	Batched   sqlRun `json:"batched_ceiling"`
-	// The service.
-	Ingest      float64 `json:"ingest_events_per_sec"`
-	IngestCPU   cpuUse  `json:"ingest_cpu"`
-	Peak        latency `json:"peak_latency"`
-	EndToEnd    float64 `json:"end_to_end_events_per_sec"`
-	EndToEndCPU cpuUse  `json:"end_to_end_cpu"`
-	HalfRate    float64 `json:"half_rate_events_per_sec"`
-	Half        latency `json:"half_rate_latency"`
-	PeakRSSMB   float64 `json:"peak_rss_mb"`
-	// The two halves alone: ingest with no apply workers running, then the
-	// apply workers draining that backlog with no ingest.
-	IngestAlone    float64 `json:"ingest_alone_events_per_sec"`
-	IngestAloneCPU cpuUse  `json:"ingest_alone_cpu"`
-	ApplyAlone     float64 `json:"apply_alone_events_per_sec"`
-	ApplyAloneCPU  cpuUse  `json:"apply_alone_cpu"`
-	Errors         int64   `json:"errors"`
-	Ratios         ratios  `json:"ratios"`
-	PayloadColumn  string  `json:"payload_column"`
+func benchRedisCommand() *cobra.Command {
+	var o bench.StormOptions
+	cmd := &cobra.Command{
+		Use:   "bench-redis [--events N] [--deliveries D] [--clients C] [--group-commit=false] [--redis-url URL]",
+		Short: "Measure a duplicate storm with and without the Redis short-circuit",
+		Long: `Deliver every event D times (a retry storm) from C keep-alive clients, first
+to a service without Redis, then to one with REDIS_URL, each on a database
+of its own, and report the database's transactions per delivery (applies
+and River's own work included), the ingest rate and the latency. Redis is
+REDIS_URL when set, else --redis-url; keys get a prefix of this run's own;
+REDIS_TIMEOUT applies.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Events < 1 || o.Deliveries < 1 || o.Clients < 1 {
+				return usageError("--events, --deliveries and --clients must be positive")
+			}
+			return bench.Storm(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&o.Events, "events", 2000, "distinct events")
+	fl.IntVar(&o.Deliveries, "deliveries", 10, "deliveries of each event")
+	fl.IntVar(&o.Clients, "clients", 64, "concurrent keep-alive clients")
+	fl.BoolVar(&o.GroupCommit, "group-commit", true, "run the service with group commit")
+	fl.StringVar(&o.RedisURL, "redis-url", "redis://127.0.0.1:6379", "Redis for the second run, when REDIS_URL is unset")
+	return cmd
 }
-
-type ratios struct {
-	IngestToPlain     float64 `json:"ingest_to_plain_sql"`
-	IngestToReference float64 `json:"ingest_to_reference"`
-	IngestToBatched   float64 `json:"ingest_to_batched_ceiling"`
-	EndToEndToIngest  float64 `json:"end_to_end_to_ingest"`
-	EndToEndToRef     float64 `json:"end_to_end_to_reference"`
-	PlainToReference  float64 `json:"plain_sql_to_reference"`
-}
-
-const benchSecret = "whsec_hookledger_bench"
 
 func benchCommand() *cobra.Command {
-	var o benchOptions
+	var o bench.Options
 	cmd := &cobra.Command{
 		Use:   "bench [--events N] [--clients C] [--mix] [--storage] [--group-commit=false] [--workers W]",
 		Short: "Measure ingest and end-to-end rates on real payloads against plain SQL and the reference design",
@@ -75,357 +47,21 @@ ceiling; then ingest, end-to-end, latency at peak and half rate, CPU per
 1,000 events and peak RSS, on a database of its own.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBench(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if o.Events < 1 || o.Events > bench.PhaseEvents {
+				return usageError("--events must be between 1 and %d", bench.PhaseEvents)
+			}
+			return bench.Run(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&o.events, "events", 10000, "events per phase")
-	fl.IntVar(&o.clients, "clients", 64, "concurrent keep-alive clients (and baseline connections)")
-	fl.BoolVar(&o.groupCommit, "group-commit", true, "run the service with group commit")
-	fl.IntVar(&o.workers, "workers", config.DefaultWorkers, "apply workers of the service")
-	fl.BoolVar(&o.mix, "mix", false, "send a mix of providers' real payloads, not only Stripe's customer.subscription.updated")
-	fl.IntVar(&o.batch, "batch", 50, "rows per statement of the batched ceiling")
-	fl.IntVar(&o.batchClients, "batch-clients", 4, "connections of the batched ceiling")
-	fl.BoolVar(&o.storage, "storage", false, "measure only the payload storage layouts (jsonb, text, bytea; pglz, lz4)")
-	fl.StringVar(&o.testdata, "testdata", "testdata/providers", "folder of the real provider payloads")
+	fl.IntVar(&o.Events, "events", 10000, "events per phase")
+	fl.IntVar(&o.Clients, "clients", 64, "concurrent keep-alive clients (and baseline connections)")
+	fl.BoolVar(&o.GroupCommit, "group-commit", true, "run the service with group commit")
+	fl.IntVar(&o.Workers, "workers", config.DefaultWorkers, "apply workers of the service")
+	fl.BoolVar(&o.Mix, "mix", false, "send a mix of providers' real payloads, not only Stripe's customer.subscription.updated")
+	fl.IntVar(&o.Batch, "batch", 50, "rows per statement of the batched ceiling")
+	fl.IntVar(&o.BatchClients, "batch-clients", 4, "connections of the batched ceiling")
+	fl.BoolVar(&o.Storage, "storage", false, "measure only the payload storage layouts (jsonb, text, bytea; pglz, lz4)")
+	fl.StringVar(&o.Testdata, "testdata", "testdata/providers", "folder of the real provider payloads")
 	return cmd
-}
-
-type benchOptions struct {
-	events, clients, workers, batch, batchClients int
-	groupCommit, mix, storage                     bool
-	testdata                                      string
-}
-
-// runBench measures the service on real provider payloads against the
-// strongest plain versions of the alternative, all in one run: a
-// one-transaction claim in plain SQL on hookledger's schema, the reference
-// design, and the batched ceiling of the database.
-func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) error {
-	if o.events < 1 || o.events > benchPhaseEvents {
-		return usageError("--events must be between 1 and %d", benchPhaseEvents)
-	}
-	templates := []benchTemplate{subscriptionUpdated}
-	if o.mix {
-		templates = benchMix
-	}
-	gen, err := loadPayloads(o.testdata, "bench", templates)
-	if err != nil {
-		return err
-	}
-	cfg, err := config.LoadDev()
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
-	admin, err := devdb.Server(ctx, cfg.DatabaseURL.Reveal(), logf)
-	if err != nil {
-		return err
-	}
-	url, _, drop, err := benchDatabase(ctx, admin, "bench")
-	if err != nil {
-		return err
-	}
-	defer drop()
-	mcfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return err
-	}
-	mcfg.MaxConns = 2
-	mdb, err := pgxpool.NewWithConfig(ctx, mcfg)
-	if err != nil {
-		return err
-	}
-	defer mdb.Close()
-	m := &meter{db: mdb}
-	logf("bench: payloads %s; %d events per phase, %d clients", gen.sizes(), o.events, o.clients)
-	if o.storage {
-		return benchStorage(ctx, m, url, o.events, o.clients, o.batch, o.batchClients, gen, stdout, logf)
-	}
-
-	r := BenchReport{Events: o.events, Clients: o.clients, Payloads: gen.sizes()}
-	if err := mdb.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) || ', ' ||
-			CASE attcompression WHEN 'l' THEN 'lz4' WHEN 'p' THEN 'pglz' ELSE current_setting('default_toast_compression') END
-		FROM pg_attribute WHERE attrelid = 'webhook_event'::regclass AND attname = 'payload'`).Scan(&r.PayloadColumn); err != nil {
-		return err
-	}
-	bytea := r.PayloadColumn[:5] == "bytea"
-	body := func(d benchDelivery) any {
-		if bytea {
-			return d.Body
-		}
-		return string(d.Body)
-	}
-	logf("bench: plain SQL, one transaction per event, on hookledger's schema (payload %s)", r.PayloadColumn)
-	if r.PlainSQL, err = sqlRate(ctx, m, url, o.events, o.clients, oneTxSQL("public.webhook_event"), body, gen.with("plain")); err != nil {
-		return fmt.Errorf("plain SQL baseline: %w", err)
-	}
-	logf("bench: the reference design, one transaction per event")
-	if err := setupReference(ctx, url); err != nil {
-		return err
-	}
-	refBody := func(d benchDelivery) any { return string(d.Body) }
-	if r.Reference, err = sqlRate(ctx, m, url, o.events, o.clients, referenceSQL, refBody, gen.with("ref")); err != nil {
-		return fmt.Errorf("reference design: %w", err)
-	}
-	logf("bench: batched ceiling, %d rows per statement from %d connections", o.batch, o.batchClients)
-	payloadType := "jsonb"
-	if bytea {
-		payloadType = "bytea"
-	}
-	if r.Batched, err = batchRate(ctx, m, url, o.events, o.batchClients, o.batch, batchSQL("public.webhook_event", payloadType), bytea, gen.with("batch")); err != nil {
-		return fmt.Errorf("batched ceiling: %w", err)
-	}
-	if err := clearJobs(ctx, url, "public.webhook_event", "reference.webhook_event"); err != nil {
-		return err
-	}
-
-	logf("bench: starting the service (group commit %t, %d workers)", o.groupCommit, o.workers)
-	svc, err := startBenchService(url, config.RoleAll, o.groupCommit, o.workers, o.clients)
-	if err != nil {
-		return err
-	}
-	defer svc.stop()
-	m.servicePID = svc.cmd.Process.Pid
-
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients, MaxConnsPerHost: o.clients}, Timeout: 30 * time.Second}
-	logf("bench: peak ingest, %d events from %d clients", o.events, o.clients)
-	snap := m.snapshot(ctx)
-	start := time.Now()
-	lat, errs := drive(ctx, client, svc.url, gen.with("peak"), o.events, o.clients, 0)
-	r.Ingest = float64(o.events) / time.Since(start).Seconds()
-	r.IngestCPU = m.since(ctx, snap, o.events)
-	r.Errors += errs
-	r.Peak = percentiles(lat)
-	last, err := svc.waitSettled(ctx, o.events)
-	if err != nil {
-		return err
-	}
-	r.EndToEnd = float64(o.events) / last.Sub(start).Seconds()
-	r.EndToEndCPU = m.since(ctx, snap, o.events)
-
-	r.HalfRate = r.Ingest / 2
-	logf("bench: latency at half the peak rate (%.0f events/s)", r.HalfRate)
-	lat, errs = drive(ctx, client, svc.url, gen.with("half"), o.events/2, o.clients, r.HalfRate)
-	r.Errors += errs
-	r.Half = percentiles(lat)
-	r.PeakRSSMB = peakRSSMB(svc.cmd.Process.Pid)
-	svc.stop()
-	if err := clearJobs(ctx, url, "public.webhook_event", "public.subscription"); err != nil {
-		return err
-	}
-	if err := benchHalves(ctx, m, url, &r, gen, client, o.groupCommit, o.workers, logf); err != nil {
-		return err
-	}
-	r.Ratios = ratios{
-		IngestToPlain: r.Ingest / r.PlainSQL.Rate, IngestToReference: r.Ingest / r.Reference.Rate,
-		IngestToBatched: r.Ingest / r.Batched.Rate, EndToEndToIngest: r.EndToEnd / r.Ingest,
-		EndToEndToRef: r.EndToEnd / r.Reference.Rate, PlainToReference: r.PlainSQL.Rate / r.Reference.Rate,
-	}
-	printBench(stdout, &r)
-	if r.Errors > 0 {
-		return fmt.Errorf("%d request(s) failed", r.Errors)
-	}
-	return nil
-}
-
-func printBench(w io.Writer, r *BenchReport) {
-	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
-	cpu := func(c cpuUse) string {
-		return fmt.Sprintf("service %.2f  pg backends %.2f  pg server %.2f  load %.2f", c.Service, c.Backends, c.Server, c.Load)
-	}
-	p("payloads: %s; payload column %s; %d events, %d clients", r.Payloads, r.PayloadColumn, r.Events, r.Clients)
-	p("%-34s %8s   %s", "", "events/s", "CPU s per 1,000 events")
-	p("%-34s %8.0f   %s", "plain SQL one-tx, own schema", r.PlainSQL.Rate, cpu(r.PlainSQL.CPU))
-	p("%-34s %8.0f   %s", "reference design one-tx", r.Reference.Rate, cpu(r.Reference.CPU))
-	p("%-34s %8.0f   %s", "batched ceiling", r.Batched.Rate, cpu(r.Batched.CPU))
-	p("%-34s %8.0f   %s", "hookledger ingest", r.Ingest, cpu(r.IngestCPU))
-	p("%-34s %8.0f   %s", "hookledger end-to-end (settled)", r.EndToEnd, cpu(r.EndToEndCPU))
-	p("latency at peak                    p50 %.1f ms  p95 %.1f ms  p99 %.1f ms", r.Peak.P50, r.Peak.P95, r.Peak.P99)
-	p("latency at half rate (%.0f/s)       p50 %.1f ms  p95 %.1f ms  p99 %.1f ms", r.HalfRate, r.Half.P50, r.Half.P95, r.Half.P99)
-	p("%-34s %8.0f   %s", "ingest alone (no apply workers)", r.IngestAlone, cpu(r.IngestAloneCPU))
-	p("%-34s %8.0f   %s", "apply alone (draining it)", r.ApplyAlone, cpu(r.ApplyAloneCPU))
-	p("service peak RSS                   %.1f MB", r.PeakRSSMB)
-	x := r.Ratios
-	p("ratios: ingest/plain %.2fx  ingest/reference %.2fx  ingest/batched %.2fx  end-to-end/ingest %.2fx  end-to-end/reference %.2fx  plain/reference %.2fx",
-		x.IngestToPlain, x.IngestToReference, x.IngestToBatched, x.EndToEndToIngest, x.EndToEndToRef, x.PlainToReference)
-	line, _ := json.Marshal(r)
-	p("%s", line)
-}
-
-// benchHalves measures ingest with no apply workers (serve --role=http),
-// then apply alone (serve --role=worker) draining what it claimed.
-func benchHalves(ctx context.Context, m *meter, url string, r *BenchReport, gen *payloads, client *http.Client, groupCommit bool, workers int, logf func(string, ...any)) error {
-	logf("bench: ingest alone, %d events, no apply workers", r.Events)
-	svc, err := startBenchService(url, config.RoleHTTP, groupCommit, workers, r.Clients)
-	if err != nil {
-		return err
-	}
-	m.servicePID = svc.cmd.Process.Pid
-	snap := m.snapshot(ctx)
-	start := time.Now()
-	_, errs := drive(ctx, client, svc.url, gen.with("alone"), r.Events, r.Clients, 0)
-	r.IngestAlone = float64(r.Events) / time.Since(start).Seconds()
-	r.IngestAloneCPU = m.since(ctx, snap, r.Events)
-	r.Errors += errs
-	svc.stop()
-
-	logf("bench: apply alone, draining %d events", r.Events)
-	if svc, err = startBenchService(url, config.RoleWorker, groupCommit, workers, r.Clients); err != nil {
-		return err
-	}
-	defer svc.stop()
-	m.servicePID = svc.cmd.Process.Pid
-	snap = m.snapshot(ctx)
-	start = time.Now()
-	last, err := svc.waitSettled(ctx, r.Events)
-	if err != nil {
-		return err
-	}
-	r.ApplyAlone = float64(r.Events) / last.Sub(start).Seconds()
-	r.ApplyAloneCPU = m.since(ctx, snap, r.Events)
-	return nil
-}
-
-// benchStorage measures each payload layout: the one-transaction and the
-// batched claim on a copy of the ledger table, and the bytes a row takes.
-func benchStorage(ctx context.Context, m *meter, url string, events, clients, batch, batchClients int, gen *payloads, stdout io.Writer, logf func(string, ...any)) error {
-	fmt.Fprintf(stdout, "%-36s %10s %10s %22s %22s %10s\n", "payload layout", "one-tx/s", "batched/s", "one-tx pg s/1k", "batched pg s/1k", "bytes/row")
-	for k, l := range layouts {
-		table, err := setupLayout(ctx, url, fmt.Sprintf("layout_%d", k), l)
-		if err != nil {
-			return err
-		}
-		logf("bench: payload %s", l.Name)
-		g := gen.with(fmt.Sprintf("l%d", k))
-		body := func(d benchDelivery) any {
-			if l.Bytea {
-				return d.Body
-			}
-			return string(d.Body)
-		}
-		one, err := sqlRate(ctx, m, url, events, clients, oneTxSQL(table), body, g)
-		if err != nil {
-			return fmt.Errorf("%s one-tx: %w", l.Name, err)
-		}
-		size, err := tableSize(ctx, url, table, events)
-		if err != nil {
-			return err
-		}
-		if err := clearJobs(ctx, url, table); err != nil {
-			return err
-		}
-		batched, err := batchRate(ctx, m, url, events, batchClients, batch, batchSQL(table, l.Type), l.Bytea, gen.with(fmt.Sprintf("b%d", k)))
-		if err != nil {
-			return fmt.Errorf("%s batched: %w", l.Name, err)
-		}
-		if err := clearJobs(ctx, url, table); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%-36s %10.0f %10.0f %22.2f %22.2f %10.0f\n", l.Name, one.Rate, batched.Rate, one.CPU.Backends, batched.CPU.Backends, size)
-	}
-	return nil
-}
-
-// benchService is the service under test, a process of its own so that its
-// CPU and memory are measured alone.
-type benchService struct {
-	cmd *exec.Cmd
-	url string
-	db  *pgxpool.Pool
-}
-
-func startBenchService(databaseURL string, role config.Role, groupCommit bool, workers, clients int, env ...string) (*benchService, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(exe, "serve", "--role="+string(role))
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+databaseURL, "HTTP_ADDR="+addr,
-		"STRIPE_WEBHOOK_SECRET="+benchSecret, "GITHUB_WEBHOOK_SECRET="+benchSecret, "PADDLE_WEBHOOK_SECRET="+benchSecret,
-		"LOG_LEVEL=warn", "CLAIM_GROUP_COMMIT="+strconv.FormatBool(groupCommit), "WORKERS="+strconv.Itoa(workers),
-		"DB_MAX_CONNS="+strconv.Itoa(workers+clients/2+8), "CLAIM_TIMEOUT=10s")
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &benchService{cmd: cmd, url: "http://" + addr}
-	if s.db, err = pgxpool.New(context.Background(), databaseURL); err != nil {
-		s.stop()
-		return nil, err
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(s.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("service did not become ready")
-		}
-	}
-}
-
-// waitSettled waits until n events are settled and none is pending, and
-// returns when the last one settled.
-func (s *benchService) waitSettled(ctx context.Context, n int) (time.Time, error) {
-	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		var claimed, failed int
-		if err := s.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'claimed'), count(*) FILTER (WHERE status = 'failed')
-			FROM webhook_event WHERE status IN ('claimed', 'failed')`).Scan(&claimed, &failed); err != nil {
-			return time.Time{}, err
-		}
-		if claimed > 0 {
-			continue
-		}
-		if failed > 0 {
-			return time.Time{}, fmt.Errorf("%d event(s) failed to apply", failed)
-		}
-		var settled int
-		var last time.Time
-		if err := s.db.QueryRow(ctx, `SELECT count(*), max(settled_at) FROM webhook_event WHERE status = 'settled'`).Scan(&settled, &last); err != nil {
-			return time.Time{}, err
-		}
-		if settled >= n {
-			return last, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("events did not settle in 10 minutes")
-}
-
-func (s *benchService) stop() {
-	if s.db != nil {
-		s.db.Close()
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	_ = s.cmd.Wait()
-}
-
-// benchDatabase creates and migrates a database of the run's own on the
-// server at admin; drop removes it.
-func benchDatabase(ctx context.Context, admin, kind string) (url, name string, drop func(), err error) {
-	name = fmt.Sprintf("hookledger_%s_%d", kind, time.Now().UnixNano())
-	if url, err = devdb.EnsureDatabase(ctx, admin, name); err != nil {
-		return "", "", nil, err
-	}
-	drop = func() { _ = devdb.DropDatabase(context.Background(), admin, name) }
-	ccfg, err := pgx.ParseConfig(url)
-	if err == nil {
-		err = migrations.Up(stdlib.OpenDB(*ccfg))
-	}
-	if err != nil {
-		drop()
-		return "", "", nil, err
-	}
-	return url, name, drop, nil
 }

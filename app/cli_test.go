@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookledger/hookledger/modules/provider"
+	"github.com/hookledger/hookledger/modules/core/provider"
 )
 
 // settledEvents posts n subscription events and waits until all settled.

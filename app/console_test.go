@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookledger/hookledger/modules/admin"
+	"github.com/hookledger/hookledger/modules/operations/admin"
 )
 
 // page GETs a console page and returns its status and body.

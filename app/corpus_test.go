@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookledger/hookledger/modules/dbtest"
-	"github.com/hookledger/hookledger/modules/provider"
+	"github.com/hookledger/hookledger/modules/core/provider"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 // corpusFile is one entry of testdata/corpus/MANIFEST.json.

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/modules/devdb"
+	"github.com/hookledger/hookledger/modules/testsupport/devdb"
 )
 
 func devCommand(t terminal) *cobra.Command {

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/migrations"
-	"github.com/hookledger/hookledger/modules/devdb"
-	"github.com/hookledger/hookledger/modules/provider"
-	"github.com/hookledger/hookledger/modules/simulate"
+	"github.com/hookledger/hookledger/modules/core/provider"
+	"github.com/hookledger/hookledger/modules/operations/simulate"
+	"github.com/hookledger/hookledger/modules/testsupport/devdb"
 )
 
 // TestFailover is behind `go tool task test:failover`: a primary and a

@@ -18,10 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/migrations"
-	"github.com/hookledger/hookledger/modules/dbtest"
-	"github.com/hookledger/hookledger/modules/devdb"
-	"github.com/hookledger/hookledger/modules/provider"
-	"github.com/hookledger/hookledger/modules/simulate"
+	"github.com/hookledger/hookledger/modules/core/provider"
+	"github.com/hookledger/hookledger/modules/operations/simulate"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
+	"github.com/hookledger/hookledger/modules/testsupport/devdb"
 )
 
 var (

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookledger/hookledger/modules/provider"
+	"github.com/hookledger/hookledger/modules/core/provider"
 )
 
 // FuzzWebhookRequest drives the whole request path of the real app:

@@ -13,11 +13,11 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/migrations"
-	"github.com/hookledger/hookledger/modules/admin"
-	"github.com/hookledger/hookledger/modules/console"
-	"github.com/hookledger/hookledger/modules/ledger"
-	"github.com/hookledger/hookledger/modules/receiver"
-	"github.com/hookledger/hookledger/modules/web"
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/receiver"
+	"github.com/hookledger/hookledger/modules/core/web"
+	"github.com/hookledger/hookledger/modules/operations/admin"
+	"github.com/hookledger/hookledger/modules/operations/console"
 )
 
 // buildHTTP lists every route the process serves.

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/modules/provider"
+	"github.com/hookledger/hookledger/modules/core/provider"
 )
 
 func ipsCommand() *cobra.Command {

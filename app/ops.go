@@ -15,9 +15,9 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ent"
-	"github.com/hookledger/hookledger/modules/admin"
-	"github.com/hookledger/hookledger/modules/ledger"
-	"github.com/hookledger/hookledger/modules/metrics"
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/metrics"
+	"github.com/hookledger/hookledger/modules/operations/admin"
 )
 
 // openOps connects for an operations command: the database, ent and an

@@ -21,8 +21,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/hookledger/hookledger/modules/ledger"
-	"github.com/hookledger/hookledger/modules/receiver"
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/receiver"
 )
 
 // tracerName names the spans hookledger itself starts.

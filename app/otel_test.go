@@ -14,7 +14,7 @@ import (
 
 	"github.com/hookledger/hookledger/app"
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/modules/dbtest"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 // TestDeliveryTrace checks that one delivery is one connected trace: the

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookledger/hookledger/modules/dbtest"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 // TestSplitRolesThroughPgBouncer runs the split-role scenario with every

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookledger/hookledger/modules/provider"
+	"github.com/hookledger/hookledger/modules/core/provider"
 )
 
 var providerSecrets = map[string]string{

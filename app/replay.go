@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/modules/ledger"
-	"github.com/hookledger/hookledger/modules/replay"
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/operations/replay"
 )
 
 func replayCommand() *cobra.Command {

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/modules/dbtest"
-	"github.com/hookledger/hookledger/modules/ledgertest"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
+	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
 // TestSplitRoles runs two receivers and two workers on one database under

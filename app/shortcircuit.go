@@ -4,7 +4,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/modules/shortcircuit"
+	"github.com/hookledger/hookledger/modules/core/shortcircuit"
 )
 
 // shortCircuit builds the Redis short-circuit when REDIS_URL is set and

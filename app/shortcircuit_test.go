@@ -14,12 +14,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookledger/hookledger/app"
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/modules/dbtest"
-	"github.com/hookledger/hookledger/modules/ledger"
-	"github.com/hookledger/hookledger/modules/redistest"
-	"github.com/hookledger/hookledger/modules/simulate"
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/operations/bench"
+	"github.com/hookledger/hookledger/modules/operations/simulate"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
+	"github.com/hookledger/hookledger/modules/testsupport/redistest"
 )
 
 // redisClient is a plain client for looking at what hookledger wrote.
@@ -100,7 +100,7 @@ func xacts(t *testing.T, db *dbtest.DB) int64 {
 
 // scrape returns the value of one sample on /metrics (0 when absent or
 // unreadable).
-func scrape(base, sample string) float64 { return app.ScrapeSample(http.DefaultClient, base, sample) }
+func scrape(base, sample string) float64 { return bench.ScrapeSample(http.DefaultClient, base, sample) }
 
 // TestShortCircuitAnswersDuplicatesWithoutATransaction counts the test
 // database's transactions: duplicates with a marker cost none, the same

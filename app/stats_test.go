@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/modules/dbtest"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 // TestStatsAgreeAcrossReceiversAndRestarts: two receivers on one database

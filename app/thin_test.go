@@ -13,12 +13,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookledger/hookledger/modules/ledger"
-	"github.com/hookledger/hookledger/modules/ledgertest"
-	"github.com/hookledger/hookledger/modules/payment"
-	"github.com/hookledger/hookledger/modules/provider"
-	"github.com/hookledger/hookledger/modules/subscription"
-	"github.com/hookledger/hookledger/modules/thin"
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/provider"
+	"github.com/hookledger/hookledger/modules/features/payment"
+	"github.com/hookledger/hookledger/modules/features/subscription"
+	"github.com/hookledger/hookledger/modules/features/thin"
+	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
 // thinTwin is a thin event of testdata/providers/stripe/thin and the

@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/modules/provider"
-	"github.com/hookledger/hookledger/modules/simulate"
+	"github.com/hookledger/hookledger/modules/core/provider"
+	"github.com/hookledger/hookledger/modules/operations/simulate"
 )
 
 type triggerOptions struct {

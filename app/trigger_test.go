@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookledger/hookledger/modules/simulate"
+	"github.com/hookledger/hookledger/modules/operations/simulate"
 )
 
 // TestTriggerEveryType sends each listed type to a receiver with every

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookledger/hookledger/modules/provider"
+	"github.com/hookledger/hookledger/modules/core/provider"
 )
 
 // v1aVector is one of testdata/providers/signatures_v1a.json: signed with

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hookledger/hookledger/migrations"
 	"github.com/hookledger/hookledger/migrations/schemadiff"
-	"github.com/hookledger/hookledger/modules/dbtest"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 // TestSchemaMatchesMigrations replays the migration folder on an empty

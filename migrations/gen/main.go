@@ -17,7 +17,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/hookledger/hookledger/migrations/schemadiff"
-	"github.com/hookledger/hookledger/modules/devdb"
+	"github.com/hookledger/hookledger/modules/testsupport/devdb"
 )
 
 func main() {

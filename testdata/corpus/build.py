@@ -133,7 +133,7 @@ def github():
         "filled": ["the published push payload sent as GitHub sends it to a webhook whose content type is "
                    "application/x-www-form-urlencoded (GitHub's default): payload=<form-escaped JSON>",
                    "X-GitHub-Delivery header: a UUID derived from the path"],
-        "refused": {"status": 400, "cause": "modules/provider/github.go:59-63 parseGitHub decodes the body as JSON only; "
+        "refused": {"status": 400, "cause": "modules/core/provider/github.go:59-63 parseGitHub decodes the body as JSON only; "
                     "a form-encoded delivery (GitHub's default content type) is verified and then answered 400 "
                     "'not a JSON GitHub payload (set the webhook's content type to application/json)'"},
     })

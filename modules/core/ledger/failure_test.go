@@ -1,0 +1,280 @@
+package ledger_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/metrics"
+	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"go.uber.org/zap"
+)
+
+// insertBatch inserts ledger rows for ids and one apply_batch job for all of
+// them, as a group commit does.
+func insertBatch(t *testing.T, h *ledgertest.Harness, typ string, ids ...string) []ledger.EventKey {
+	t.Helper()
+	ctx := context.Background()
+	var keys []ledger.EventKey
+	err := ledger.InTx(ctx, h.DB.SQL, func(tx *ledger.Tx) error {
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload) VALUES ('stripe', $1, 'stripe', 'stripe', $2, '{}')`, id, typ); err != nil {
+				return err
+			}
+			keys = append(keys, ledger.EventKey{Namespace: "stripe", EventID: id})
+		}
+		_, err := h.River.InsertTx(ctx, tx.Tx, ledger.ApplyBatchArgs{Events: keys}, nil)
+		return err
+	})
+	require.NoError(t, err)
+	return keys
+}
+
+// waitRow polls the event's ledger row until cond holds.
+func waitRow(t *testing.T, h *ledgertest.Harness, id string, what string, cond func(ledgertest.Row) bool) ledgertest.Row {
+	t.Helper()
+	var row ledgertest.Row
+	require.Eventually(t, func() bool { row = h.Row(t, "stripe", id); return cond(row) }, 60*time.Second, 20*time.Millisecond,
+		"%s never became %s (last: %+v)", id, what, row)
+	return row
+}
+
+// TestPanicInBatchSplitsIt: a handler that panics on one event of a batch is
+// a failure like any other: the batch splits, the panicking event is failed
+// with the panic text and a retry of its own, and its siblings settle.
+func TestPanicInBatchSplitsIt(t *testing.T) {
+	var panics atomic.Int32
+	h := ledgertest.New(t, 2, func(h *ledgertest.Harness) {
+		h.Registry.Handle("stripe", "invoice.paid", func(_ context.Context, _ *ledger.Tx, ev *ledger.Event) error {
+			if ev.EventID == "evt_panic" {
+				panics.Add(1)
+				panic("nil map in handler")
+			}
+			return nil
+		})
+	})
+	insertBatch(t, h, "invoice.paid", "evt_sib_a", "evt_panic", "evt_sib_b")
+	h.WaitSettled(t, "stripe", "evt_sib_a")
+	h.WaitSettled(t, "stripe", "evt_sib_b")
+	row := waitRow(t, h, "evt_panic", "failed", func(r ledgertest.Row) bool { return r.Status == "failed" })
+	require.Contains(t, row.LastError.String, "nil map in handler")
+	require.GreaterOrEqual(t, row.Attempts, 1)
+
+	job, err := ledger.FindJob(context.Background(), h.DB.SQL, "stripe", "evt_panic")
+	require.NoError(t, err)
+	require.NotNil(t, job)
+	var kind string
+	require.NoError(t, h.DB.SQL.QueryRow(`SELECT kind FROM river_job WHERE id = $1`, job.ID).Scan(&kind))
+	require.Equal(t, "apply_event", kind, "the panicking event has a job of its own")
+	require.Contains(t, []string{"scheduled", "retryable", "available", "running"}, job.State, "and a retry is pending")
+}
+
+// TestHandlerNetworkErrorBacksOff: a handler's own network failure is not a
+// database outage: it backs off like any handler failure.
+func TestHandlerNetworkErrorBacksOff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	deadURL := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	h := ledgertest.New(t, 1, func(h *ledgertest.Harness) {
+		h.Registry.Handle("stripe", "invoice.paid", func(ctx context.Context, _ *ledger.Tx, ev *ledger.Event) error {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, deadURL, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return fmt.Errorf("call billing API: %w", err)
+			}
+			resp.Body.Close()
+			return nil
+		})
+	})
+	h.Claim(t, "stripe", "evt_net", "invoice.paid", []byte(`{}`))
+	row := waitRow(t, h, "evt_net", "failed three times", func(r ledgertest.Row) bool { return r.Status == "failed" && r.Attempts >= 3 })
+	require.NotContains(t, row.LastError.String, "database unavailable")
+	require.Contains(t, row.LastError.String, "call billing API")
+	// After the third failure the next try waits RetryDelay(3), at least 4 s.
+	var wait time.Duration
+	require.Eventually(t, func() bool {
+		var attempted, scheduled time.Time
+		err := h.DB.SQL.QueryRow(`SELECT attempted_at, scheduled_at FROM river_job WHERE kind = 'apply_event' AND state IN ('available', 'scheduled', 'retryable') AND attempted_at IS NOT NULL`).Scan(&attempted, &scheduled)
+		if err != nil || h.Row(t, "stripe", "evt_net").Attempts < 3 {
+			return false
+		}
+		wait = scheduled.Sub(attempted)
+		return true
+	}, 60*time.Second, 10*time.Millisecond)
+	require.Greater(t, wait, 2*time.Second, "backs off: the next try is not due within seconds")
+}
+
+// TestOutageIsNotAnAttempt: when the worker cannot reach its own database,
+// the job is snoozed, not failed: no attempt is spent on it.
+func TestOutageIsNotAnAttempt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	dead, err := sql.Open("pgx", "postgres://postgres@"+addr+"/postgres?sslmode=disable&connect_timeout=2")
+	require.NoError(t, err)
+	defer dead.Close()
+	w := &ledger.ApplyWorker{Applier: &ledger.Applier{DB: dead, Registry: ledger.NewRegistry(), Logger: zap.NewNop(), Metrics: metrics.New()}}
+	err = w.Work(context.Background(), &river.Job[ledger.ApplyArgs]{
+		JobRow: &rivertype.JobRow{ID: 1, Attempt: 1, Kind: "apply_event"},
+		Args:   ledger.ApplyArgs{Namespace: "stripe", EventID: "evt_outage"},
+	})
+	var snooze *rivertype.JobSnoozeError
+	require.ErrorAs(t, err, &snooze, "an outage snoozes the job: %v", err)
+}
+
+// TestApplyJobsOutliveCrashLoops: attempts lost to crashes (River's rescuer)
+// count toward MaxAttempts, so an apply job's budget must outlast any crash
+// loop (30,000 rescues at one per 30 s is ten days); giving up on handler
+// failures is the worker's decision, by time.
+func TestApplyJobsOutliveCrashLoops(t *testing.T) {
+	h := ledgertest.New(t, 0, nil)
+	h.Claim(t, "stripe", "evt_budget", "invoice.paid", []byte(`{}`))
+	require.GreaterOrEqual(t, h.DB.Count(t, `SELECT max_attempts FROM river_job`), 30_000, "River keeps attempts in a smallint")
+}
+
+// TestForceRequeueReachesEveryBatchSibling: a forced requeue of events that
+// were claimed and applied together re-applies each of them exactly once,
+// even while a job that holds some of them is running.
+func TestForceRequeueReachesEveryBatchSibling(t *testing.T) {
+	var mu sync.Mutex
+	applied := map[string]int{}
+	entered, gate := make(chan struct{}, 1), make(chan struct{})
+	h := ledgertest.New(t, 2, func(h *ledgertest.Harness) {
+		h.Registry.Handle("stripe", "invoice.paid", func(_ context.Context, _ *ledger.Tx, ev *ledger.Event) error {
+			mu.Lock()
+			applied[ev.EventID]++
+			n := applied[ev.EventID]
+			mu.Unlock()
+			if ev.EventID == "evt_sib_00" && n == 2 {
+				entered <- struct{}{}
+				<-gate // the fixed handler is slow: its re-apply is still running
+			}
+			return nil
+		})
+	})
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, fmt.Sprintf("evt_sib_%02d", i))
+	}
+	insertBatch(t, h, "invoice.paid", ids...)
+	for _, id := range ids {
+		h.WaitSettled(t, "stripe", id)
+	}
+	ctx := context.Background()
+	_, err := ledger.Requeue(ctx, h.DB.SQL, h.River, "stripe", "evt_sib_00", true)
+	require.NoError(t, err)
+	select {
+	case <-entered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the forced re-apply never ran")
+	}
+	res, err := ledger.RequeueMatching(ctx, h.DB.SQL, h.River, ledger.Filter{Status: "settled", Type: "invoice.paid"}, true, false)
+	close(gate)
+	require.NoError(t, err)
+	require.Equal(t, 19, res.Requeued, "%+v", res)
+	require.Equal(t, 1, res.Pending, "%+v", res)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			if applied[id] < 2 {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 20*time.Millisecond)
+	for _, id := range ids {
+		h.WaitSettled(t, "stripe", id)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		require.Equal(t, 2, applied[id], "%s applied once, then once forced", id)
+	}
+}
+
+// TestFailureNeverOverwritesACommit: a failure recorded after an apply that
+// did commit (the client saw an error on COMMIT) leaves the settle alone,
+// forced or not.
+func TestFailureNeverOverwritesACommit(t *testing.T) {
+	h := ledgertest.New(t, 0, nil)
+	h.Claim(t, "stripe", "evt_commit", "invoice.paid", []byte(`{}`))
+	require.NoError(t, h.Apply(t, "stripe", "evt_commit", false))
+	before := h.Row(t, "stripe", "evt_commit")
+	// The forced attempt saw attempts=1 before it ran; it committed (2) and
+	// then its client was told the commit failed.
+	require.NoError(t, h.Apply(t, "stripe", "evt_commit", true))
+	require.NoError(t, ledger.RecordFailure(context.Background(), h.DB.SQL,
+		ledger.Attempt{Key: ledger.EventKey{Namespace: "stripe", EventID: "evt_commit"}, Seen: before.Attempts}, "commit: connection reset"))
+	row := h.Row(t, "stripe", "evt_commit")
+	require.Equal(t, "settled", row.Status)
+	require.Equal(t, 2, row.Attempts)
+}
+
+// TestShutdownIsNotAFailure: a graceful stop that cancels a running apply
+// puts the job back without a failure on the row.
+func TestShutdownIsNotAFailure(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	h := ledgertest.New(t, 1, func(h *ledgertest.Harness) {
+		h.Registry.Handle("stripe", "invoice.paid", func(ctx context.Context, _ *ledger.Tx, _ *ledger.Event) error {
+			entered <- struct{}{}
+			<-ctx.Done()
+			return fmt.Errorf("call upstream: %w", ctx.Err())
+		})
+	})
+	h.Claim(t, "stripe", "evt_stop", "invoice.paid", []byte(`{}`))
+	select {
+	case <-entered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("handler never ran")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, h.River.StopAndCancel(ctx))
+	row := h.Row(t, "stripe", "evt_stop")
+	require.Equal(t, "claimed", row.Status)
+	require.Zero(t, row.Attempts)
+	require.False(t, row.LastError.Valid)
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'available'`), "back in the queue, now")
+}
+
+// TestFailureReasonCutOnARune: a long multi-byte reason is cut where
+// PostgreSQL still accepts it.
+func TestFailureReasonCutOnARune(t *testing.T) {
+	h := ledgertest.New(t, 0, nil)
+	h.Claim(t, "stripe", "evt_rune", "invoice.paid", []byte(`{}`))
+	reason := strings.Repeat("€", 3000)
+	require.NoError(t, ledger.RecordFailure(context.Background(), h.DB.SQL,
+		ledger.Attempt{Key: ledger.EventKey{Namespace: "stripe", EventID: "evt_rune"}, Seen: -1}, reason))
+	row := h.Row(t, "stripe", "evt_rune")
+	require.Equal(t, "failed", row.Status)
+	require.True(t, utf8.ValidString(row.LastError.String))
+	require.Less(t, len(row.LastError.String), len(reason))
+}
+
+// TestGoneEventEndsItsJob: an apply job whose ledger row was deleted ends
+// (cancelled) instead of retrying forever.
+func TestGoneEventEndsItsJob(t *testing.T) {
+	h := ledgertest.New(t, 1, nil)
+	_, err := h.River.Insert(context.Background(), ledger.ApplyArgs{Namespace: "stripe", EventID: "evt_gone"}, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
+	}, 30*time.Second, 20*time.Millisecond)
+}

@@ -1,0 +1,137 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
+)
+
+func TestPruneOnlyOldSettledRows(t *testing.T) {
+	h := ledgertest.New(t, 0, nil)
+	ctx := context.Background()
+	for i, c := range []struct{ status, age string }{
+		{"settled", "100 days"}, {"settled", "95 days"}, {"settled", "1 day"},
+		{"failed", "100 days"}, {"claimed", "100 days"},
+	} {
+		id := fmt.Sprintf("evt_%d", i)
+		h.Claim(t, "stripe", id, "invoice.paid", []byte(`{}`))
+		_, err := h.DB.SQL.Exec(`UPDATE webhook_event SET status = $1, received_at = now() - $2::interval WHERE event_id = $3`, c.status, c.age, id)
+		require.NoError(t, err)
+	}
+	r, err := ledger.Prune(ctx, h.DB.SQL, 90*24*time.Hour, true)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), r.Rows)
+	require.Equal(t, 5, h.DB.Count(t, `SELECT count(*) FROM webhook_event`), "dry run deletes nothing")
+
+	r, err = ledger.Prune(ctx, h.DB.SQL, 90*24*time.Hour, false)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), r.Rows)
+	require.ElementsMatch(t, []string{"evt_2", "evt_3", "evt_4"}, eventIDs(t, h))
+}
+
+func TestPruneInBatches(t *testing.T) {
+	h := ledgertest.New(t, 0, nil)
+	_, err := h.DB.SQL.Exec(`
+		INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, status, received_at)
+		SELECT 'stripe', 'evt_' || g, 'stripe', 'stripe', 'x', '{}', 'settled', now() - interval '200 days'
+		FROM generate_series(1, $1::int) g`, ledger.PruneBatch*2+5)
+	require.NoError(t, err)
+	r, err := ledger.Prune(context.Background(), h.DB.SQL, 90*24*time.Hour, false)
+	require.NoError(t, err)
+	require.Equal(t, int64(ledger.PruneBatch*2+5), r.Rows)
+	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM webhook_event`))
+}
+
+func eventIDs(t *testing.T, h *ledgertest.Harness) []string {
+	rows, err := h.DB.SQL.Query(`SELECT event_id FROM webhook_event`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// TestGivesUpAfterTheHorizonAndRequeues: a handler that keeps failing is
+// retried until the retry horizon has passed since its first failure; the
+// row then stays failed with the reason and no pending job, and requeue
+// brings River's job back.
+func TestGivesUpAfterTheHorizonAndRequeues(t *testing.T) {
+	var fail atomic.Bool
+	fail.Store(true)
+	h := ledgertest.New(t, 0, func(h *ledgertest.Harness) {
+		h.Registry.Handle("stripe", "invoice.paid", func(context.Context, *ledger.Tx, *ledger.Event) error {
+			if fail.Load() {
+				return errors.New("card network down")
+			}
+			return nil
+		})
+	})
+	client, err := ledger.NewRiver(h.DB.SQL, h.DB.Listener(t), ledger.RiverOptions{
+		Workers: 2, Registry: h.Registry, Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Metrics: h.Metrics,
+		RetryHorizon: time.Millisecond,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() { cancel(); <-client.Stopped() })
+
+	h.Claim(t, "stripe", "evt_d", "invoice.paid", []byte(`{}`))
+	// The first failure starts the horizon; the second is past it.
+	require.Eventually(t, func() bool {
+		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
+	}, 30*time.Second, 20*time.Millisecond)
+	row := h.Row(t, "stripe", "evt_d")
+	require.Equal(t, "failed", row.Status)
+	require.Equal(t, 2, row.Attempts)
+	require.Contains(t, row.LastError.String, "gave up after retrying since")
+	require.Contains(t, row.LastError.String, "card network down")
+
+	fail.Store(false)
+	res, err := ledger.Requeue(ctx, h.DB.SQL, client, "stripe", "evt_d", false)
+	require.NoError(t, err)
+	require.Equal(t, ledger.RequeueRequeued, res)
+	h.WaitSettled(t, "stripe", "evt_d")
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job`), "River's own job ran again: never a second one")
+	require.Equal(t, 3, h.Row(t, "stripe", "evt_d").Attempts)
+}
+
+func TestRequeueInsertsWhenRiverPrunedTheJob(t *testing.T) {
+	h := ledgertest.New(t, 0, nil)
+	h.Claim(t, "stripe", "evt_old", "invoice.paid", []byte(`{}`))
+	_, err := h.DB.SQL.Exec(`DELETE FROM river_job; UPDATE webhook_event SET status = 'failed'`)
+	require.NoError(t, err)
+	res, err := ledger.Requeue(context.Background(), h.DB.SQL, h.River, "stripe", "evt_old", false)
+	require.NoError(t, err)
+	require.Equal(t, ledger.RequeueRequeued, res)
+	require.Equal(t, "claimed", h.Row(t, "stripe", "evt_old").Status)
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'available'`))
+
+	_, err = ledger.Requeue(context.Background(), h.DB.SQL, h.River, "stripe", "evt_missing", false)
+	require.ErrorIs(t, err, ledger.ErrNotFound)
+}
+
+func TestRequeueLeavesARunningJobAlone(t *testing.T) {
+	h := ledgertest.New(t, 0, nil)
+	h.Claim(t, "stripe", "evt_run", "invoice.paid", []byte(`{}`))
+	_, err := h.DB.SQL.Exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(); UPDATE webhook_event SET status = 'failed'`)
+	require.NoError(t, err)
+	res, err := ledger.Requeue(context.Background(), h.DB.SQL, h.River, "stripe", "evt_run", false)
+	require.NoError(t, err)
+	require.Equal(t, ledger.RequeuePending, res)
+	require.Equal(t, "failed", h.Row(t, "stripe", "evt_run").Status)
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job`), "never a second job beside a live one")
+}

@@ -1,0 +1,106 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/rivertype"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/hookledger/hookledger/modules/core/metrics"
+)
+
+// FetchCooldown is the least time between two fetches of apply jobs.
+const FetchCooldown = 5 * time.Millisecond
+
+// RiverOptions shapes the one River client of a process.
+type RiverOptions struct {
+	// Workers is the apply concurrency; 0 makes an insert-only client that
+	// works no jobs (serve --role=http, the CLI).
+	Workers  int
+	Registry *Registry
+	Logger   *zap.Logger
+	Metrics  *metrics.Set
+	// Retention > 0 prunes settled ledger rows older than it, hourly, on
+	// the elected leader.
+	Retention time.Duration
+	// RetryHorizon overrides the ledger's RetryHorizon when positive.
+	RetryHorizon time.Duration
+	// ApplyTimeout overrides the ledger's ApplyTimeout when positive.
+	ApplyTimeout time.Duration
+	// Middleware wraps job inserts and work (tracing).
+	Middleware []rivertype.Middleware
+}
+
+// NewRiver builds River on db, the *sql.DB view of the process's pgx pool,
+// so that jobs insert and complete inside ent's transactions. listener is a
+// pool of its own for LISTEN (MaxConns 1); nil polls instead. The client
+// works the apply job and every worker modules added to the registry, and
+// is bound to the registry for the jobs handlers insert.
+func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client[*sql.Tx], error) {
+	driver := riverdatabasesql.New(db)
+	if listener != nil {
+		driver = riverdatabasesql.NewWithPgxListener(db, listener)
+	}
+	cfg := &river.Config{
+		Logger:               SlogLogger(o.Logger.Named("river")),
+		JobTimeout:           ApplyTimeout,
+		RescueStuckJobsAfter: RescueStuckJobsAfter,
+		MaxAttempts:          ApplyMaxAttempts,
+		// River fetches at most once per cooldown, so its default (100 ms)
+		// caps a queue at workers/0.1 s jobs per second.
+		FetchCooldown: FetchCooldown,
+		PollOnly:      listener == nil,
+		Middleware:    o.Middleware,
+	}
+	if o.Workers > 0 {
+		workers := o.Registry.Workers()
+		// A registry serves one client at a time; a second client on it
+		// reuses the apply worker already there.
+		applier := &Applier{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics, Horizon: o.RetryHorizon, Timeout: o.ApplyTimeout}
+		_ = river.AddWorkerSafely(workers, &ApplyWorker{Applier: applier})
+		_ = river.AddWorkerSafely(workers, &ApplyBatchWorker{Applier: applier})
+		cfg.Workers = workers
+		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}}
+		cfg.ErrorHandler = &errorHandler{logger: o.Logger.Named("river")}
+		cfg.PeriodicJobs = o.Registry.periodic
+		if o.Retention > 0 {
+			_ = river.AddWorkerSafely(workers, &PruneWorker{DB: db, Retention: o.Retention, Logger: o.Logger.Named("prune")})
+			cfg.PeriodicJobs = append(cfg.PeriodicJobs, PrunePeriodically(time.Hour))
+		}
+	}
+	client, err := river.NewClient(driver, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	o.Registry.BindJobs(client)
+	return client, nil
+}
+
+// SlogLogger bridges a zap logger to slog for River and riverui.
+func SlogLogger(l *zap.Logger) *slog.Logger {
+	return slog.New(zapslog.NewHandler(l.Core()))
+}
+
+// errorHandler is the edge where job failures River sees are logged. The
+// apply loop records its own failures, panics included; this logs the
+// panics of other job kinds, which River then retries.
+type errorHandler struct {
+	logger *zap.Logger
+}
+
+func (h *errorHandler) HandleError(context.Context, *rivertype.JobRow, error) *river.ErrorHandlerResult {
+	return nil
+}
+
+func (h *errorHandler) HandlePanic(_ context.Context, job *rivertype.JobRow, panicVal any, trace string) *river.ErrorHandlerResult {
+	h.logger.Error("job panicked", zap.Int64("job_id", job.ID), zap.String("kind", job.Kind), zap.Any("panic", panicVal), zap.String("trace", trace))
+	return nil
+}

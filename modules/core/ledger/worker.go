@@ -1,0 +1,341 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"go.uber.org/zap"
+
+	"github.com/hookledger/hookledger/modules/core/metrics"
+)
+
+// EventKey is a ledger key.
+type EventKey struct {
+	Namespace string `json:"namespace"`
+	EventID   string `json:"event_id"`
+}
+
+// less orders ledger keys. Transactions that lock ledger rows in this order
+// cannot deadlock on them.
+func (k EventKey) less(o EventKey) bool {
+	if k.Namespace != o.Namespace {
+		return k.Namespace < o.Namespace
+	}
+	return k.EventID < o.EventID
+}
+
+// ApplyBatchArgs applies the events one group commit claimed, in one
+// transaction: a handful of round trips for the batch instead of five per
+// event. It carries ledger keys only.
+type ApplyBatchArgs struct {
+	Events []EventKey `json:"events"`
+}
+
+// Kind names the job in River.
+func (ApplyBatchArgs) Kind() string { return "apply_batch" }
+
+// InsertOpts gives batch jobs the apply job's attempt budget.
+func (ApplyBatchArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: ApplyMaxAttempts}
+}
+
+// Applier is the apply loop behind both apply job kinds: an apply_event job
+// is a batch of one. It applies every event of a job and completes the job
+// in one transaction. Any failure rolls the whole job back and then takes
+// one path, whatever its cause:
+//
+//   - a handler's failure (an error, a panic, a timeout while the database
+//     answers) is recorded on the event's row; the event's own job is
+//     snoozed for its backoff, and a batch is split into one job per event
+//     in the same transaction, so the siblings run at once and only the
+//     failing event waits;
+//   - an outage of hookledger's own database snoozes the job for a few
+//     seconds and records nothing: it is not an attempt;
+//   - a shutdown hands the job back to River untouched.
+//
+// A handler that keeps failing is retried with backoff until RetryHorizon
+// has passed since its first failure; its row then stays failed with the
+// reason and no pending job. A permanent failure ends there at once.
+type Applier struct {
+	DB       *sql.DB
+	Registry *Registry
+	Logger   *zap.Logger
+	Metrics  *metrics.Set
+	// Horizon overrides RetryHorizon when positive.
+	Horizon time.Duration
+	// Timeout overrides ApplyTimeout when positive.
+	Timeout time.Duration
+
+	unhandled      sync.Map // provider\x00type of unhandled types already logged
+	unhandledTypes atomic.Int32
+}
+
+func (a *Applier) timeout() time.Duration {
+	if a.Timeout > 0 {
+		return a.Timeout
+	}
+	return ApplyTimeout
+}
+
+// feed is the per-event line logger: "<-- type id applied in 4ms". The
+// process's logger shows it as bare lines on a console and at debug in
+// JSON logs (see app.FeedLogger).
+func (a *Applier) feed() *zap.Logger { return a.Logger.Named("feed") }
+
+func (a *Applier) horizon() time.Duration {
+	if a.Horizon > 0 {
+		return a.Horizon
+	}
+	return RetryHorizon
+}
+
+// applied is one event the loop got through.
+type applied struct {
+	ev      *Event
+	outcome Outcome
+	took    time.Duration
+}
+
+// failure is the event, if any, that failed a job, and how.
+type failure struct {
+	attempt Attempt // zero Key: the failure was outside any one event
+	ev      *Event  // the event as far as it was read; nil when not
+	err     error
+	kind    failureKind
+}
+
+// completer completes the running job inside a transaction.
+type completer func(ctx context.Context, tx *Tx) error
+
+// run applies keys for job and reports the job's result to River.
+func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], keys []EventKey, force bool) error {
+	keys = append([]EventKey(nil), keys...)
+	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
+	var (
+		done []applied
+		fail *failure
+	)
+	err := InTx(ctx, a.DB, func(tx *Tx) error {
+		done, fail = done[:0], nil
+		start := time.Now()
+		locked, err := lockForApply(ctx, tx, keys, force)
+		if err != nil {
+			fail = &failure{attempt: Attempt{Seen: -1}, err: err, kind: classify(ctx, a.DB, tx, err)}
+			return err
+		}
+		lockTook := time.Since(start) / time.Duration(len(keys))
+		for _, k := range keys {
+			start := time.Now()
+			ev, outcome, seen, err := applyLocked(ctx, tx, a.Registry, k, locked[k])
+			if err != nil {
+				fail = &failure{attempt: Attempt{Key: k, Seen: seen}, ev: ev, err: err, kind: classify(ctx, a.DB, tx, err)}
+				return err
+			}
+			done = append(done, applied{ev, outcome, lockTook + time.Since(start)})
+		}
+		if _, err := river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx.Tx, job); err != nil {
+			return &dbError{fmt.Errorf("complete job %d: %w", job.ID, err)}
+		}
+		return nil
+	})
+	if err == nil {
+		for _, d := range done {
+			a.observe(d, job.ID)
+		}
+		return nil
+	}
+	if fail == nil {
+		// Begin, job completion or commit: the ledger's own statements.
+		fail = &failure{attempt: Attempt{Seen: -1}, err: err, kind: classify(ctx, a.DB, nil, &dbError{err})}
+	}
+	complete := func(ctx context.Context, tx *Tx) error {
+		_, err := river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx.Tx, job)
+		return err
+	}
+	return a.failed(ctx, job.ID, complete, keys, force, fail)
+}
+
+// failed takes the one failure path.
+func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, keys []EventKey, force bool, f *failure) error {
+	log := a.Logger.With(zap.Int64("job_id", jobID), zap.Int("events", len(keys)))
+	if f.attempt.Key != (EventKey{}) {
+		log = log.With(zap.String("namespace", f.attempt.Key.Namespace), zap.String("event_id", f.attempt.Key.EventID))
+	}
+	switch f.kind {
+	case failedStopping:
+		log.Info("apply interrupted by shutdown; River hands the job back", zap.Error(f.err))
+		// River tells a shutdown from a failure by context.Canceled in the
+		// chain, whatever the handler wrapped.
+		return fmt.Errorf("%w: %v", context.Canceled, f.err)
+	case failedOutage:
+		log.Warn("database unavailable during apply; retrying soon, not counted as an attempt", zap.Error(f.err))
+		return river.JobSnooze(outageDelay)
+	}
+	var p *PanicError
+	if errors.As(f.err, &p) {
+		log = log.With(zap.String("stack", p.Stack))
+	}
+	provider, eventType := "unknown", "other"
+	if f.ev != nil {
+		provider, eventType = f.ev.Provider, a.Registry.LabelType(f.ev.Provider, f.ev.Type)
+		log = log.With(zap.String("event_type", f.ev.Type))
+	}
+	a.Metrics.Applies.WithLabelValues(provider, eventType, string(OutcomeFailed)).Inc()
+	if f.attempt.Key != (EventKey{}) {
+		a.feed().Info(fmt.Sprintf("<-- %s failed: %v", f.attempt.Key.EventID, f.err))
+	}
+	if len(keys) > 1 {
+		return a.split(ctx, complete, keys, force, f, log)
+	}
+	if errors.Is(f.err, ErrEventGone) {
+		log.Warn("the event's ledger row is gone (pruned or deleted); nothing to apply", zap.Error(f.err))
+		return river.JobCancel(f.err)
+	}
+	if f.attempt.Key == (EventKey{}) {
+		// A one-event job whose own statements failed: record it against
+		// its event, which it never reached.
+		f.attempt = Attempt{Key: keys[0], Seen: -1}
+	}
+	rec, ok, err := recordFailure(ctx, a.DB, f.attempt, f.err.Error(), a.horizon())
+	if err != nil {
+		log.Warn("apply failed and the failure could not be recorded; retrying soon", zap.Error(f.err), zap.NamedError("record_error", err))
+		return river.JobSnooze(outageDelay)
+	}
+	if !ok {
+		// Settled meanwhile (the commit went through, or another job
+		// applied it): the next run finds it settled.
+		log.Info("apply reported a failure but the event is settled; nothing recorded", zap.Error(f.err))
+		return river.JobSnooze(0)
+	}
+	switch {
+	case f.kind == failedPermanently:
+		log.Error("apply failed permanently; not retrying", zap.Error(f.err))
+		return river.JobCancel(f.err)
+	case rec.GaveUp:
+		log.Error("apply failed past the retry horizon; not retrying", zap.Error(f.err), zap.Int("failures", rec.Failures))
+		return river.JobCancel(fmt.Errorf("gave up after %d failures: %w", rec.Failures, f.err))
+	}
+	delay := RetryDelay(rec.Failures)
+	log.Warn("apply failed; retrying", zap.Error(f.err), zap.Int("failures", rec.Failures), zap.Duration("retry_in", delay))
+	return river.JobSnooze(delay)
+}
+
+// split replaces a failed batch job with one job per event, in one
+// transaction with the failure record and the batch job's completion: the
+// events that did not fail run at once, the failing one after its backoff.
+func (a *Applier) split(ctx context.Context, complete completer, keys []EventKey, force bool, f *failure, log *zap.Logger) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var rec failureRecord
+	err := InTx(ctx, a.DB, func(tx *Tx) error {
+		params := make([]river.InsertManyParams, 0, len(keys))
+		for _, k := range keys {
+			p := river.InsertManyParams{Args: ApplyArgs{Namespace: k.Namespace, EventID: k.EventID, Force: force}}
+			if k == f.attempt.Key && f.kind == failedHandler {
+				// Recorded here, and run after its backoff. A permanent
+				// failure is left to the event's own job, which records it
+				// once and ends there.
+				var ok bool
+				var err error
+				rec, ok, err = recordFailure(ctx, tx, f.attempt, f.err.Error(), a.horizon())
+				if err != nil {
+					return err
+				}
+				if ok && !rec.GaveUp {
+					p.InsertOpts = &river.InsertOpts{ScheduledAt: time.Now().Add(RetryDelay(rec.Failures))}
+				}
+			}
+			params = append(params, p)
+		}
+		if err := a.Registry.insertMany(ctx, tx, params); err != nil {
+			return err
+		}
+		return complete(ctx, tx)
+	})
+	if err != nil {
+		log.Warn("batch apply failed and could not be split; retrying soon", zap.Error(f.err), zap.NamedError("split_error", err))
+		return river.JobSnooze(outageDelay)
+	}
+	log.Warn("batch apply failed; split into one job per event", zap.Error(f.err), zap.String("failure", f.kind.String()), zap.Int("failures", rec.Failures))
+	return nil
+}
+
+// observe counts and logs one applied event.
+func (a *Applier) observe(d applied, jobID int64) {
+	if d.ev == nil {
+		return
+	}
+	a.Metrics.Applies.WithLabelValues(d.ev.Provider, a.Registry.LabelType(d.ev.Provider, d.ev.Type), string(d.outcome)).Inc()
+	a.Metrics.ApplySeconds.WithLabelValues(d.ev.Provider).Observe(d.took.Seconds())
+	switch d.outcome {
+	case OutcomeSettled:
+		forced := ""
+		if d.ev.Forced {
+			forced = " (forced)"
+		}
+		a.feed().Info(fmt.Sprintf("<-- %s %s applied%s in %s", d.ev.Type, d.ev.EventID, forced, d.took.Round(time.Millisecond/10)))
+	case OutcomeUnhandled:
+		a.feed().Info(fmt.Sprintf("<-- %s %s settled: no handler for this type", d.ev.Type, d.ev.EventID))
+		k := d.ev.Provider + "\x00" + d.ev.Type
+		if _, seen := a.unhandled.Load(k); !seen && a.unhandledTypes.Load() < maxUnhandledLogged {
+			if _, seen := a.unhandled.LoadOrStore(k, true); !seen {
+				a.unhandledTypes.Add(1)
+				a.Logger.Warn("no handler for this event type: settled without effect (logged once per type)",
+					zap.String("provider", d.ev.Provider), zap.String("event_type", d.ev.Type), zap.String("event_id", d.ev.EventID), zap.Int64("job_id", jobID))
+			}
+		}
+	default:
+		a.feed().Debug(fmt.Sprintf("<-- %s %s already settled: nothing applied", d.ev.Type, d.ev.EventID))
+	}
+}
+
+// maxUnhandledLogged bounds the memory that logging each unhandled type
+// once may take: types come from senders.
+const maxUnhandledLogged = 1000
+
+// ApplyWorker is River's worker for ApplyArgs.
+type ApplyWorker struct {
+	river.WorkerDefaults[ApplyArgs]
+	*Applier
+}
+
+// Work applies the event and completes the job in the same transaction.
+func (w *ApplyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error {
+	return run(ctx, w.Applier, job, []EventKey{job.Args.key()}, job.Args.Force)
+}
+
+// NextRetry is used only for errors the apply loop did not classify.
+func (w *ApplyWorker) NextRetry(job *river.Job[ApplyArgs]) time.Time {
+	return time.Now().Add(RetryDelay(job.Attempt))
+}
+
+// Timeout bounds one apply.
+func (w *ApplyWorker) Timeout(*river.Job[ApplyArgs]) time.Duration { return w.timeout() }
+
+// ApplyBatchWorker is River's worker for ApplyBatchArgs.
+type ApplyBatchWorker struct {
+	river.WorkerDefaults[ApplyBatchArgs]
+	*Applier
+}
+
+// Work applies every event of the batch and completes the job in one
+// transaction.
+func (w *ApplyBatchWorker) Work(ctx context.Context, job *river.Job[ApplyBatchArgs]) error {
+	return run(ctx, w.Applier, job, job.Args.Events, false)
+}
+
+// NextRetry is used only for errors the apply loop did not classify.
+func (w *ApplyBatchWorker) NextRetry(job *river.Job[ApplyBatchArgs]) time.Time {
+	return time.Now().Add(RetryDelay(job.Attempt))
+}
+
+// Timeout bounds one batch apply.
+func (w *ApplyBatchWorker) Timeout(*river.Job[ApplyBatchArgs]) time.Duration { return w.timeout() }

@@ -1,0 +1,260 @@
+// Package receiver serves POST /webhooks/<source>: it reads the body within
+// the limit, verifies the signature before any database access, reads the
+// event's id and type, and claims the event; the 2xx goes out only after
+// the claim and its apply job are committed.
+package receiver
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/metrics"
+	"github.com/hookledger/hookledger/modules/core/provider"
+	"github.com/hookledger/hookledger/modules/core/shortcircuit"
+	"github.com/hookledger/hookledger/modules/core/web"
+)
+
+// ReplayTokenHeader lets a replay skip signature verification.
+const ReplayTokenHeader = "X-Replay-Token"
+
+// Source is a configured endpoint with its provider resolved.
+type Source struct {
+	Name      string
+	Namespace string
+	Provider  *provider.Provider
+	Secrets   [][]byte
+	// Tolerance < 0 means the provider's default; 0 turns the check off.
+	Tolerance time.Duration
+	// IDFallback derives ids for a sender that sends none; usually nil.
+	IDFallback *provider.IDFallback
+	// BodyDedup claims the body digest too, for providers that sign only
+	// the body (see provider.Provider.DigestFunc).
+	BodyDedup bool
+	// ReplayToken lets a replay skip signature verification on this source;
+	// honoured only when the provider is Replayable. Empty: no replay
+	// through HTTP.
+	ReplayToken string
+	// AllowIPs, when set, refuses clients outside it with 403 before the
+	// body is read.
+	AllowIPs *provider.AllowList
+}
+
+// Prepare turns a delivery into its claim: the event's id and type from
+// the body (or headers), the headers worth recording, and how it was
+// verified. verified is nil for a replay, which is not verified but marked
+// replayed. Both the HTTP path and replay's direct mode go through it.
+func (s *Source) Prepare(h http.Header, body []byte, verified *provider.Verification, now time.Time) (ledger.Claim, provider.Event, error) {
+	ev, err := s.Provider.Parse(h, body, s.IDFallback)
+	if err != nil || ev.Ignore {
+		return ledger.Claim{}, ev, err
+	}
+	if err := provider.CheckOccurredAt(ev.OccurredAt, now); err != nil {
+		return ledger.Claim{}, ev, err
+	}
+	claim := ledger.Claim{
+		Namespace:  s.Namespace,
+		EventID:    ev.ID,
+		Provider:   s.Provider.Name,
+		Source:     s.Name,
+		Type:       ev.Type,
+		Payload:    body,
+		OccurredAt: ev.OccurredAt,
+		Headers:    s.Provider.RecordedHeaders(h),
+		Replayed:   verified == nil,
+	}
+	if s.BodyDedup && s.Provider.DigestFunc != nil {
+		claim.BodyDigest = s.Provider.DigestFunc(h, body)
+	}
+	if verified != nil {
+		idx := verified.SecretIndex
+		claim.SecretIndex = &idx
+		if !verified.SignedAt.IsZero() {
+			skew := now.Sub(verified.SignedAt)
+			claim.ClockSkew = &skew
+		}
+	}
+	return claim, ev, nil
+}
+
+// Claimer claims a verified event; *ledger.Claimer is the one in use.
+type Claimer interface {
+	Claim(ctx context.Context, in ledger.Claim) (bool, error)
+}
+
+// Config holds the receiver's dependencies.
+type Config struct {
+	Sources      []Source
+	Claimer      Claimer
+	MaxBodyBytes int64
+	// BodyBudget bounds the body bytes all in-flight deliveries hold
+	// together; a delivery that does not fit gets 503 with Retry-After.
+	BodyBudget   int64
+	ClaimTimeout time.Duration
+	// LogOnly is CLAIM_MODE=log-only: duplicates are logged as "would skip"
+	// and applied again (the claimer enqueues them).
+	LogOnly bool
+	Metrics *metrics.Set
+	// ShortCircuit answers duplicates with a fresh Redis marker before
+	// the claim (REDIS_URL); nil means no Redis. Off under LogOnly.
+	ShortCircuit *shortcircuit.Gate
+	// Stats counts every answer per source and minute for delivery_stat.
+	Stats *ledger.DeliveryStats
+	// NowFunc is the clock for timestamp checks; time.Now when nil.
+	NowFunc func() time.Time
+}
+
+// Routes mounts the webhook endpoint.
+func Routes(r gin.IRouter, cfg Config) {
+	h := &handler{cfg: cfg, sources: map[string]*Source{}, budget: &budget{max: cfg.BodyBudget, gauge: cfg.Metrics.BodyBytesInFlight}}
+	if h.budget.max <= 0 {
+		h.budget.max = cfg.MaxBodyBytes
+	}
+	for i := range cfg.Sources {
+		h.sources[cfg.Sources[i].Name] = &cfg.Sources[i]
+	}
+	if h.cfg.NowFunc == nil {
+		h.cfg.NowFunc = time.Now
+	}
+	r.POST("/webhooks/:source", h.receive)
+}
+
+type handler struct {
+	cfg     Config
+	sources map[string]*Source
+	budget  *budget
+}
+
+// unauthorized is the one 401 body, whatever the reason: the reason goes
+// to the log and to hookledger_signature_failures_total, never to the
+// client, who could otherwise probe the verifier.
+var unauthorized = Response{Error: "invalid or missing signature"}
+
+// Response is the JSON answer to a delivery.
+type Response struct {
+	Status  string `json:"status,omitempty"`
+	EventID string `json:"event_id,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+func (h *handler) receive(c *gin.Context) {
+	log := web.Logger(c)
+	src, ok := h.sources[c.Param("source")]
+	if !ok {
+		h.answer(c, "unknown", metrics.OutcomeNotFound, http.StatusNotFound, Response{Error: "unknown webhook source"})
+		return
+	}
+	log = log.With(zap.String("source", src.Name))
+	if src.AllowIPs != nil && !src.AllowIPs.Allows(c.ClientIP()) {
+		log.Info("client address not in allow_ips", zap.String("client_ip", c.ClientIP()))
+		h.cfg.Metrics.AllowlistRefusals.WithLabelValues(src.Name).Inc()
+		c.JSON(http.StatusForbidden, Response{Error: "client address not allowed"})
+		return
+	}
+
+	body, release, err := readBody(c.Writer, c.Request, h.cfg.MaxBodyBytes, h.budget)
+	defer release()
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.Is(err, errOverBudget) {
+			log.Warn("request-body budget exhausted", zap.Int64("content_length", c.Request.ContentLength))
+			c.Header("Retry-After", "1")
+			h.answer(c, src.Name, metrics.OutcomeUnavailable, http.StatusServiceUnavailable, Response{Error: "too many request bodies in flight, retry later"})
+			return
+		}
+		if errors.As(err, &tooLarge) {
+			h.answer(c, src.Name, metrics.OutcomeTooLarge, http.StatusRequestEntityTooLarge,
+				Response{Error: "body exceeds " + strconv.FormatInt(h.cfg.MaxBodyBytes, 10) + " bytes"})
+			return
+		}
+		h.answer(c, src.Name, metrics.OutcomeBadRequest, http.StatusBadRequest, Response{Error: "could not read body"})
+		return
+	}
+
+	var verified *provider.Verification
+	now := h.cfg.NowFunc()
+	if !replayed(c, src) {
+		v, err := src.Provider.Verify(c.Request.Header, body, src.Secrets, now, src.Tolerance)
+		if err != nil {
+			reason := provider.ReasonOf(err)
+			log.Info("signature rejected", zap.String("reason", string(reason)), zap.Error(err))
+			h.cfg.Metrics.SignatureFailures.WithLabelValues(src.Name, string(reason)).Inc()
+			h.answer(c, src.Name, metrics.OutcomeInvalidSignature, http.StatusUnauthorized, unauthorized)
+			return
+		}
+		verified = &v
+	}
+	claim, ev, err := src.Prepare(c.Request.Header, body, verified, now)
+	if err != nil {
+		h.answer(c, src.Name, metrics.OutcomeBadRequest, http.StatusBadRequest, Response{Error: err.Error()})
+		return
+	}
+	if ev.Ignore {
+		c.JSON(http.StatusOK, ev.Reply)
+		return
+	}
+	log = log.With(zap.String("event_id", ev.ID), zap.String("event_type", ev.Type))
+
+	if !h.cfg.LogOnly && h.cfg.ShortCircuit.Seen(c.Request.Context(), src.Name, claim.Namespace, claim.EventID) {
+		h.answer(c, src.Name, metrics.OutcomeDuplicate, http.StatusOK, Response{Status: "duplicate", EventID: ev.ID})
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(c.Request.Context(), h.cfg.ClaimTimeout)
+	defer cancel()
+	start := time.Now()
+	claimed, err := h.cfg.Claimer.Claim(ctx, claim)
+	h.cfg.Metrics.ClaimSeconds.WithLabelValues(src.Name).Observe(time.Since(start).Seconds())
+	if err == nil && !h.cfg.LogOnly && (claimed || claim.BodyDigest == "") {
+		// The ledger holds the event now (a duplicate on the body digest
+		// alone may hold another id: no marker for it).
+		h.cfg.ShortCircuit.Mark(claim.Namespace, claim.EventID)
+	}
+	switch {
+	case err == nil && claimed:
+		log.Named("feed").Info("--> "+ev.Type+" "+ev.ID+" claimed", zap.Bool("replayed", claim.Replayed))
+		h.answer(c, src.Name, metrics.OutcomeClaimed, http.StatusOK, Response{Status: "claimed", EventID: ev.ID})
+	case err == nil:
+		if h.cfg.LogOnly {
+			h.cfg.Metrics.WouldSkip.WithLabelValues(src.Name).Inc()
+			log.Warn("duplicate delivery: would skip; applying again (CLAIM_MODE=log-only)", zap.Bool("replayed", claim.Replayed))
+		} else {
+			log.Named("feed").Info("--> "+ev.Type+" "+ev.ID+" duplicate", zap.Bool("replayed", claim.Replayed))
+		}
+		h.answer(c, src.Name, metrics.OutcomeDuplicate, http.StatusOK, Response{Status: "duplicate", EventID: ev.ID})
+	case ledger.IsBadData(err):
+		log.Info("payload refused by the database", zap.Error(err))
+		h.answer(c, src.Name, metrics.OutcomeBadRequest, http.StatusBadRequest, Response{Error: "payload cannot be stored as jsonb"})
+	case ledger.IsUnavailable(err) || ctx.Err() != nil:
+		log.Warn("claim unavailable", zap.Error(err))
+		h.answer(c, src.Name, metrics.OutcomeUnavailable, http.StatusServiceUnavailable, Response{Error: "ledger unavailable, retry later"})
+	default:
+		log.Error("claim failed", zap.Error(err))
+		h.answer(c, src.Name, metrics.OutcomeError, http.StatusInternalServerError, Response{Error: "internal error"})
+	}
+}
+
+func (h *handler) answer(c *gin.Context, source, outcome string, status int, r Response) {
+	h.cfg.Metrics.Deliveries.WithLabelValues(source, outcome).Inc()
+	src := h.sources[source]
+	h.cfg.Stats.Add(source, outcome, src != nil && replayed(c, src), h.cfg.LogOnly)
+	c.JSON(status, r)
+}
+
+// replayed reports whether the request carries the source's replay token.
+// The header is ignored on a source without a token and on a provider
+// without a replay path (its deliveries are always verified).
+func replayed(c *gin.Context, src *Source) bool {
+	if src.ReplayToken == "" || !src.Provider.Replayable {
+		return false
+	}
+	got := c.GetHeader(ReplayTokenHeader)
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(src.ReplayToken)) == 1
+}

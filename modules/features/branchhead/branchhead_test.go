@@ -1,0 +1,72 @@
+package branchhead_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/modules/features/branchhead"
+	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
+)
+
+func setup(t *testing.T) *ledgertest.Harness {
+	t.Helper()
+	return ledgertest.New(t, 0, func(h *ledgertest.Harness) { branchhead.Register(h.Registry) })
+}
+
+func head(t *testing.T, h *ledgertest.Harness, repo, ref string) (string, bool) {
+	t.Helper()
+	var (
+		sha     string
+		deleted bool
+	)
+	require.NoError(t, h.DB.SQL.QueryRow(`SELECT head_sha, deleted FROM github_branch WHERE repository = $1 AND ref = $2`, repo, ref).Scan(&sha, &deleted))
+	return sha, deleted
+}
+
+func push(before, after string, pushedAt int64) []byte {
+	return []byte(fmt.Sprintf(`{"ref":"refs/heads/main","before":%q,"after":%q,"deleted":false,"repository":{"full_name":"acme/api","pushed_at":%d}}`, before, after, pushedAt))
+}
+
+// TestPushIsNaturallyIdempotent: applying a push twice, even past the
+// ledger, leaves the same head.
+func TestPushIsNaturallyIdempotent(t *testing.T) {
+	h := setup(t)
+	body, err := os.ReadFile("../../../testdata/providers/github/push.with-new-branch.json")
+	require.NoError(t, err)
+	require.NoError(t, h.Deliver(t, "github", "d-1", "push", body))
+	require.NoError(t, h.Apply(t, "github", "d-1", true))
+	sha, deleted := head(t, h, "Codertocat/Hello-World", "refs/heads/master")
+	require.Equal(t, "6113728f27ae82c7b1a177c8d03f9e96e0adf246", sha)
+	require.False(t, deleted)
+
+	tag, err := os.ReadFile("../../../testdata/providers/github/push.default.json")
+	require.NoError(t, err)
+	require.NoError(t, h.Deliver(t, "github", "d-2", "push", tag))
+	_, deleted = head(t, h, "Codertocat/Hello-World", "refs/tags/simple-tag")
+	require.True(t, deleted)
+}
+
+func TestOlderPushNeverMovesBack(t *testing.T) {
+	h := setup(t)
+	require.NoError(t, h.Deliver(t, "github", "d-new", "push", push("bbb", "ccc", 200)))
+	require.NoError(t, h.Deliver(t, "github", "d-old", "push", push("aaa", "bbb", 100)))
+	sha, _ := head(t, h, "acme/api", "refs/heads/main")
+	require.Equal(t, "ccc", sha)
+}
+
+func TestSameSecondPushesFollowTheChain(t *testing.T) {
+	for _, order := range [][]string{{"first", "second"}, {"second", "first"}} {
+		t.Run(fmt.Sprint(order), func(t *testing.T) {
+			h := setup(t)
+			pushes := map[string][]byte{"first": push("aaa", "bbb", 300), "second": push("bbb", "ccc", 300)}
+			for _, name := range order {
+				require.NoError(t, h.Deliver(t, "github", name, "push", pushes[name]))
+			}
+			sha, _ := head(t, h, "acme/api", "refs/heads/main")
+			require.Equal(t, "ccc", sha)
+		})
+	}
+}

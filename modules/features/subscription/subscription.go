@@ -1,0 +1,320 @@
+package subscription
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	entsub "github.com/hookledger/hookledger/ent/subscription"
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/metrics"
+	"github.com/hookledger/hookledger/modules/core/provider"
+)
+
+// Config holds the module's dependencies.
+type Config struct {
+	// DB is where the re-fetch job writes what Stripe answered.
+	DB      *sql.DB
+	Metrics *metrics.Set
+	// StripeAPI, when it has a key, resolves equal-version ties by
+	// re-fetching the subscription from Stripe, in a job of its own.
+	StripeAPI provider.StripeAPI
+}
+
+// Register adds the module's event handlers and its re-fetch worker.
+func Register(reg *ledger.Registry, cfg Config) {
+	m := &module{cfg: cfg, reg: reg}
+	for _, t := range stripeTypes {
+		reg.Handle("stripe", t, m.applyStripe)
+	}
+	for _, t := range paddleTypes {
+		reg.Handle("paddle", t, m.applyPaddle)
+	}
+	river.AddWorker(reg.Workers(), &refetchWorker{cfg: cfg})
+}
+
+// The event types applied, each carrying the whole subscription. They are
+// listed rather than matched as a family so that metrics name each type,
+// and so that a type Stripe or Paddle adds later shows up as unhandled (it
+// is counted and logged) instead of being applied unseen.
+var (
+	stripeTypes = []string{
+		"customer.subscription.created", "customer.subscription.updated", "customer.subscription.deleted",
+		"customer.subscription.paused", "customer.subscription.resumed", "customer.subscription.trial_will_end",
+		"customer.subscription.pending_update_applied", "customer.subscription.pending_update_expired",
+	}
+	paddleTypes = []string{
+		"subscription.created", "subscription.updated", "subscription.activated", "subscription.canceled",
+		"subscription.paused", "subscription.resumed", "subscription.past_due", "subscription.trialing", "subscription.imported",
+	}
+)
+
+type module struct {
+	cfg Config
+	reg *ledger.Registry
+}
+
+// state is one version of a subscription, ready to be written.
+type state struct {
+	Namespace  string
+	Provider   string
+	ExternalID string
+	CustomerID string
+	Plan       string
+	Status     string
+	Version    int64
+	Rank       int
+	EventID    string
+}
+
+// written reports what upsert did.
+type written int
+
+// upsert results.
+const (
+	applied    written = iota
+	stale              // the stored version was newer
+	tieKept            // same version, stored precedence not lower
+	tieApplied         // same version, higher precedence won
+)
+
+// upsert writes s unless the stored row is newer (or, at an equal version,
+// of no lower precedence). The decision is taken under the row's lock,
+// against its latest committed state: the statement locks the row first
+// (FOR UPDATE waits for a concurrent apply of the same subscription and
+// then reads what it committed), compares, and updates, so two applies at
+// once give the same result, and see the same tie, in either order. A row
+// that does not exist yet is inserted; when a concurrent apply inserts it
+// first, the statement runs again and compares with that row. One round
+// trip in the common case.
+func upsert(ctx context.Context, tx *ledger.Tx, s state) (written, error) {
+	for {
+		var (
+			found, updated, inserted bool
+			version                  sql.NullInt64
+		)
+		err := tx.QueryRowContext(ctx, `
+			WITH cur AS (
+				SELECT id, version, rank FROM subscription
+				WHERE namespace = $1 AND provider = $2 AND external_id = $3 FOR UPDATE),
+			upd AS (
+				UPDATE subscription t SET customer_id = $4, plan = $5, status = $6, version = $7, rank = $8, event_id = $9,
+					updated_at = CURRENT_TIMESTAMP
+				FROM cur WHERE t.id = cur.id AND (cur.version < $7 OR (cur.version = $7 AND cur.rank < $8))
+				RETURNING 1),
+			ins AS (
+				INSERT INTO subscription (namespace, provider, external_id, customer_id, plan, status, version, rank, event_id)
+				SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE NOT EXISTS (SELECT 1 FROM cur)
+				ON CONFLICT (namespace, provider, external_id) DO NOTHING
+				RETURNING 1)
+			SELECT EXISTS (SELECT 1 FROM cur), (SELECT version FROM cur), EXISTS (SELECT 1 FROM upd), EXISTS (SELECT 1 FROM ins)`,
+			s.Namespace, s.Provider, s.ExternalID, s.CustomerID, s.Plan, s.Status, s.Version, s.Rank, s.EventID,
+		).Scan(&found, &version, &updated, &inserted)
+		if err != nil {
+			return 0, fmt.Errorf("upsert subscription %s/%s: %w", s.Provider, s.ExternalID, err)
+		}
+		tie := found && version.Int64 == s.Version
+		switch {
+		case !found && inserted:
+			return applied, nil
+		case !found:
+			continue // another apply inserted it first: compare with that
+		case updated && tie:
+			return tieApplied, nil
+		case updated:
+			return applied, nil
+		case tie:
+			return tieKept, nil
+		default:
+			return stale, nil
+		}
+	}
+}
+
+// stripeEvent is the part of a Stripe customer.subscription.* event used.
+type stripeEvent struct {
+	Created int64 `json:"created"`
+	Data    struct {
+		Object stripeSubscription `json:"object"`
+	} `json:"data"`
+}
+
+// stripeSubscription is the part of a Stripe subscription used, in an
+// event's data.object or as the API answers it.
+type stripeSubscription struct {
+	ID       string          `json:"id"`
+	Customer json.RawMessage `json:"customer"`
+	Status   string          `json:"status"`
+	Items    struct {
+		Data []struct {
+			Price struct {
+				ID string `json:"id"`
+			} `json:"price"`
+			Plan struct {
+				ID string `json:"id"`
+			} `json:"plan"`
+		} `json:"data"`
+	} `json:"items"`
+}
+
+// plan is the first item's price id (its legacy plan id on old API
+// versions), or "" without items.
+func (o *stripeSubscription) plan() string {
+	if len(o.Items.Data) == 0 {
+		return ""
+	}
+	if id := o.Items.Data[0].Price.ID; id != "" {
+		return id
+	}
+	return o.Items.Data[0].Plan.ID
+}
+
+// decodeStripeEvent reads the fields used, skipping the rest of a large
+// event (a subscription's items, plans and metadata) without decoding it:
+// decoding the whole payload was most of an apply's CPU.
+func decodeStripeEvent(payload []byte) (stripeEvent, error) {
+	var (
+		se           stripeEvent
+		data, object json.RawMessage
+	)
+	if err := provider.DecodeFields(payload, provider.Field{Name: "created", Dst: &se.Created}, provider.Field{Name: "data", Dst: &data}); err != nil {
+		return se, err
+	}
+	if len(data) == 0 {
+		return se, nil
+	}
+	if err := provider.DecodeFields(data, provider.Field{Name: "object", Dst: &object}); err != nil || len(object) == 0 {
+		return se, err
+	}
+	o := &se.Data.Object
+	err := provider.DecodeFields(object, provider.Field{Name: "id", Dst: &o.ID}, provider.Field{Name: "customer", Dst: &o.Customer},
+		provider.Field{Name: "status", Dst: &o.Status}, provider.Field{Name: "items", Dst: &o.Items})
+	return se, err
+}
+
+func (m *module) applyStripe(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+	se, err := decodeStripeEvent(ev.Payload)
+	if err != nil {
+		return ledger.Permanent(fmt.Errorf("decode subscription event: %w", err))
+	}
+	obj := se.Data.Object
+	if obj.ID == "" || se.Created <= 0 {
+		return ledger.Permanent(errors.New("subscription event without data.object.id or created"))
+	}
+	status := obj.Status
+	if ev.Type == "customer.subscription.deleted" {
+		status = "canceled"
+	}
+	s := state{
+		Namespace:  ev.Namespace,
+		Provider:   "stripe",
+		ExternalID: obj.ID,
+		CustomerID: provider.StripeID(obj.Customer),
+		Plan:       obj.plan(),
+		Status:     status,
+		Version:    se.Created,
+		Rank:       rankOf(status, ev.Type),
+		EventID:    ev.EventID,
+	}
+	w, err := upsert(ctx, tx, s)
+	if err != nil {
+		return err
+	}
+	m.count(w)
+	if (w == tieKept || w == tieApplied) && m.cfg.StripeAPI.Key != "" {
+		// The truth is one API call away, but never inside the apply: the
+		// call goes out from a job of its own, committed with this apply.
+		return m.reg.InsertTx(ctx, tx, RefetchArgs{Namespace: s.Namespace, SubscriptionID: s.ExternalID, Version: s.Version, EventID: s.EventID}, nil)
+	}
+	return nil
+}
+
+// paddleEvent is the part of a Paddle Billing subscription.* event used.
+type paddleEvent struct {
+	OccurredAt time.Time `json:"occurred_at"`
+	Data       struct {
+		ID         string `json:"id"`
+		Status     string `json:"status"`
+		CustomerID string `json:"customer_id"`
+		Items      []struct {
+			Price struct {
+				ID string `json:"id"`
+			} `json:"price"`
+		} `json:"items"`
+	} `json:"data"`
+}
+
+// applyPaddle writes a Paddle subscription; its version is the event's
+// occurred_at in Unix microseconds.
+func (m *module) applyPaddle(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+	var pe paddleEvent
+	if err := json.Unmarshal(ev.Payload, &pe); err != nil {
+		return ledger.Permanent(fmt.Errorf("decode paddle subscription event: %w", err))
+	}
+	if pe.Data.ID == "" || pe.OccurredAt.IsZero() {
+		return ledger.Permanent(errors.New("paddle subscription event without data.id or occurred_at"))
+	}
+	plan := ""
+	if len(pe.Data.Items) > 0 {
+		plan = pe.Data.Items[0].Price.ID
+	}
+	w, err := upsert(ctx, tx, state{
+		Namespace:  ev.Namespace,
+		Provider:   "paddle",
+		ExternalID: pe.Data.ID,
+		CustomerID: pe.Data.CustomerID,
+		Plan:       plan,
+		Status:     pe.Data.Status,
+		Version:    pe.OccurredAt.UnixMicro(),
+		Rank:       rankOf(pe.Data.Status, ev.Type),
+		EventID:    ev.EventID,
+	})
+	if err != nil {
+		return err
+	}
+	m.count(w)
+	return nil
+}
+
+func (m *module) count(w written) {
+	switch w {
+	case stale:
+		m.cfg.Metrics.StaleSkipped.WithLabelValues(entsub.Table).Inc()
+	case tieKept:
+		m.cfg.Metrics.VersionTies.WithLabelValues(entsub.Table, "kept").Inc()
+	case tieApplied:
+		m.cfg.Metrics.VersionTies.WithLabelValues(entsub.Table, "applied").Inc()
+	}
+}
+
+// statusRank orders statuses along the subscription lifecycle; terminal
+// statuses rank highest.
+var statusRank = map[string]int{
+	"incomplete":         1,
+	"trialing":           2,
+	"active":             3,
+	"past_due":           4,
+	"unpaid":             5,
+	"paused":             5,
+	"canceled":           9,
+	"incomplete_expired": 9,
+}
+
+// rankOf is the precedence of a state at an equal version: lifecycle
+// first, then the event type (created < updated < deleted).
+func rankOf(status, eventType string) int {
+	typeRank := 0
+	switch {
+	case strings.HasSuffix(eventType, ".updated"):
+		typeRank = 1
+	case strings.HasSuffix(eventType, ".deleted"), strings.HasSuffix(eventType, ".canceled"):
+		typeRank = 2
+	}
+	return statusRank[status]*10 + typeRank
+}

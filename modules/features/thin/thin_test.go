@@ -1,0 +1,211 @@
+package thin_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/provider"
+	"github.com/hookledger/hookledger/modules/features/thin"
+	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
+)
+
+// fakeStripe serves objects and v2 events by path, as Stripe's API does,
+// and records what it was asked.
+type fakeStripe struct {
+	*httptest.Server
+	mu       sync.Mutex
+	bodies   map[string]string // path -> JSON
+	outages  int               // answers 503 to this many requests first
+	requests []request
+}
+
+type request struct{ path, auth, context string }
+
+func newFakeStripe(t *testing.T, bodies map[string]string) *fakeStripe {
+	f := &fakeStripe{bodies: bodies}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.requests = append(f.requests, request{r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Stripe-Context")})
+		if f.outages > 0 {
+			f.outages--
+			http.Error(w, `{"error":{"message":"unavailable"}}`, http.StatusServiceUnavailable)
+			return
+		}
+		body, ok := f.bodies[r.URL.Path]
+		if !ok {
+			http.Error(w, `{"error":{"code":"resource_missing"}}`, http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeStripe) seen() []request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]request(nil), f.requests...)
+}
+
+// applied records what the snapshot type's handler was given.
+type applied struct {
+	mu  sync.Mutex
+	evs []ledger.Event
+}
+
+func (a *applied) handle(_ context.Context, _ *ledger.Tx, ev *ledger.Event) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.evs = append(a.evs, *ev)
+	return nil
+}
+
+func (a *applied) all() []ledger.Event {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]ledger.Event(nil), a.evs...)
+}
+
+type fixture struct {
+	*ledgertest.Harness
+	api     *fakeStripe
+	applied *applied
+}
+
+func setup(t *testing.T, key string, bodies map[string]string) *fixture {
+	t.Helper()
+	f := &fixture{api: newFakeStripe(t, bodies), applied: &applied{}}
+	f.Harness = ledgertest.New(t, 2, func(h *ledgertest.Harness) {
+		h.Registry.Handle("stripe", "customer.subscription.updated", f.applied.handle)
+		thin.Register(h.Registry, thin.Config{DB: h.DB.SQL, API: provider.StripeAPI{Base: f.api.URL, Key: key}})
+	})
+	return f
+}
+
+// jobState waits for the event's fetch job to reach a final state.
+func (f *fixture) jobState(t *testing.T, eventID string) (state string, attempt int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		err := f.DB.SQL.QueryRow(`SELECT state, attempt FROM river_job WHERE kind = 'stripe_thin_fetch' AND args->>'event_id' = $1`, eventID).Scan(&state, &attempt)
+		return err == nil && (state == "completed" || state == "cancelled" || state == "discarded")
+	}, 30*time.Second, 20*time.Millisecond, "fetch job of %s never finished", eventID)
+	return state, attempt
+}
+
+const subscriptionJSON = `{"id":"sub_1","object":"subscription","customer":"cus_1","status":"active","items":{"data":[{"price":{"id":"price_1"}}]}}`
+
+func thinEvent(id, typ, extra string) []byte {
+	return []byte(`{"id":"` + id + `","object":"v2.core.event","type":"` + typ + `","livemode":false,"created":"2026-03-01T10:00:00.250Z",` + extra + `}`)
+}
+
+const relatedSub = `"related_object":{"id":"sub_1","type":"subscription","url":"/v1/subscriptions/sub_1"}`
+
+func TestThinEventIsAppliedAsItsSnapshot(t *testing.T) {
+	f := setup(t, "sk_test_thin", map[string]string{"/v1/subscriptions/sub_1": subscriptionJSON})
+	f.Claim(t, "stripe", "evt_thin_1", "v1.customer.subscription.updated",
+		thinEvent("evt_thin_1", "v1.customer.subscription.updated", `"context":"acct_9",`+relatedSub))
+	f.WaitSettled(t, "stripe", "evt_thin_1")
+	state, _ := f.jobState(t, "evt_thin_1")
+	require.Equal(t, "completed", state)
+
+	evs := f.applied.all()
+	require.Len(t, evs, 1)
+	require.Equal(t, "customer.subscription.updated", evs[0].Type)
+	require.Equal(t, "evt_thin_1", evs[0].EventID)
+	require.Equal(t, time.Date(2026, 3, 1, 10, 0, 0, 250e6, time.UTC), evs[0].OccurredAt.UTC(), "created kept to the millisecond")
+	var snap struct {
+		Type    string `json:"type"`
+		Created int64  `json:"created"`
+		Data    struct {
+			Object json.RawMessage `json:"object"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(evs[0].Payload, &snap))
+	require.Equal(t, time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).Unix(), snap.Created, "the snapshot's version unit: seconds")
+	require.JSONEq(t, subscriptionJSON, string(snap.Data.Object))
+	require.Equal(t, []request{{"/v1/subscriptions/sub_1", "Bearer sk_test_thin", "acct_9"}}, f.api.seen())
+}
+
+func TestThinEventWithoutRelatedObjectReadsTheEvent(t *testing.T) {
+	f := setup(t, "sk_test_thin", map[string]string{
+		"/v2/core/events/evt_thin_2": string(thinEvent("evt_thin_2", "v1.customer.subscription.updated", `"context":null,`+relatedSub)),
+		"/v1/subscriptions/sub_1":    subscriptionJSON,
+	})
+	f.Claim(t, "stripe", "evt_thin_2", "v1.customer.subscription.updated", thinEvent("evt_thin_2", "v1.customer.subscription.updated", `"context":null`))
+	state, _ := f.jobState(t, "evt_thin_2")
+	require.Equal(t, "completed", state)
+	require.Len(t, f.applied.all(), 1)
+	paths := []string{}
+	for _, r := range f.api.seen() {
+		paths = append(paths, r.path)
+		require.Empty(t, r.context, "no Stripe-Context without a context")
+	}
+	require.Equal(t, []string{"/v2/core/events/evt_thin_2", "/v1/subscriptions/sub_1"}, paths)
+}
+
+func TestThinFetchRetriesAnOutage(t *testing.T) {
+	f := setup(t, "sk_test_thin", map[string]string{"/v1/subscriptions/sub_1": subscriptionJSON})
+	f.api.mu.Lock()
+	f.api.outages = 2
+	f.api.mu.Unlock()
+	f.Claim(t, "stripe", "evt_thin_3", "v1.customer.subscription.updated", thinEvent("evt_thin_3", "v1.customer.subscription.updated", relatedSub))
+	state, attempt := f.jobState(t, "evt_thin_3")
+	require.Equal(t, "completed", state)
+	require.Equal(t, 3, attempt, "two 503s, then the object")
+	require.Len(t, f.applied.all(), 1)
+}
+
+func TestThinFetchNotFoundIsPermanent(t *testing.T) {
+	f := setup(t, "sk_test_thin", map[string]string{})
+	f.Claim(t, "stripe", "evt_thin_4", "v1.customer.subscription.updated", thinEvent("evt_thin_4", "v1.customer.subscription.updated", relatedSub))
+	state, attempt := f.jobState(t, "evt_thin_4")
+	require.Equal(t, "cancelled", state)
+	require.Equal(t, 1, attempt)
+	require.Empty(t, f.applied.all())
+	require.Equal(t, "settled", f.Row(t, "stripe", "evt_thin_4").Status, "the thin event itself was applied: its job was scheduled")
+}
+
+func TestThinEventWithItsTwinInTheLedgerFetchesNothing(t *testing.T) {
+	f := setup(t, "sk_test_thin", map[string]string{"/v1/subscriptions/sub_1": subscriptionJSON})
+	f.Claim(t, "stripe", "evt_snap_5", "customer.subscription.updated",
+		[]byte(`{"id":"evt_snap_5","object":"event","type":"customer.subscription.updated","created":1772359200,"data":{"object":`+subscriptionJSON+`}}`))
+	f.WaitSettled(t, "stripe", "evt_snap_5")
+	f.Claim(t, "stripe", "evt_thin_5", "v1.customer.subscription.updated",
+		thinEvent("evt_thin_5", "v1.customer.subscription.updated", relatedSub+`,"snapshot_event":"evt_snap_5"`))
+	f.WaitSettled(t, "stripe", "evt_thin_5")
+	require.Zero(t, f.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'stripe_thin_fetch'`))
+	require.Empty(t, f.api.seen())
+	require.Len(t, f.applied.all(), 1, "the snapshot only")
+}
+
+func TestThinEventWithoutAPIKeyFails(t *testing.T) {
+	f := setup(t, "", nil)
+	f.Claim(t, "stripe", "evt_thin_6", "v1.customer.subscription.updated", thinEvent("evt_thin_6", "v1.customer.subscription.updated", relatedSub))
+	require.Eventually(t, func() bool { return f.Row(t, "stripe", "evt_thin_6").Status == "failed" }, 20*time.Second, 20*time.Millisecond)
+	require.Contains(t, f.Row(t, "stripe", "evt_thin_6").LastError.String, "STRIPE_API_KEY")
+	require.Empty(t, f.api.seen())
+}
+
+func TestThinEventOfAnUnhandledTypeSettles(t *testing.T) {
+	f := setup(t, "sk_test_thin", nil)
+	body, err := os.ReadFile("../../../testdata/providers/stripe/thin/v1.billing.meter.error_report_triggered.json")
+	require.NoError(t, err)
+	f.Claim(t, "stripe", "evt_234", "v1.billing.meter.error_report_triggered", body)
+	f.WaitSettled(t, "stripe", "evt_234")
+	require.Zero(t, f.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'stripe_thin_fetch'`))
+	require.Empty(t, f.api.seen())
+	require.True(t, strings.HasPrefix(f.Registry.LabelType("stripe", "v1.billing.meter.error_report_triggered"), "v1."))
+}

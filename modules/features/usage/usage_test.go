@@ -1,0 +1,115 @@
+package usage_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/features/usage"
+	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
+)
+
+func setup(t *testing.T, workers int) *ledgertest.Harness {
+	t.Helper()
+	return ledgertest.New(t, workers, func(h *ledgertest.Harness) { usage.Register(h.Registry) })
+}
+
+func recorded(customer, metric string, qty int) []byte {
+	return []byte(fmt.Sprintf(`{"type":"usage.recorded","timestamp":"2026-12-01T00:00:00Z","data":{"customer_id":%q,"metric":%q,"quantity":%d}}`, customer, metric, qty))
+}
+
+func total(t *testing.T, h *ledgertest.Harness, customer, metric string) int {
+	t.Helper()
+	return h.DB.Count(t, `SELECT COALESCE(sum(quantity), 0) FROM usage_total WHERE customer_id = $1 AND metric = $2`, customer, metric)
+}
+
+// TestLedgerStopsDoubleCounting: a delta has no version, so only the ledger
+// stands between a retried delivery and a doubled count.
+func TestLedgerStopsDoubleCounting(t *testing.T) {
+	h := setup(t, 0)
+	body := recorded("cus_1", "api_calls", 5)
+	require.True(t, h.Claim(t, "standard", "msg_1", "usage.recorded", body))
+	require.NoError(t, h.Apply(t, "standard", "msg_1", false))
+	require.Equal(t, 5, total(t, h, "cus_1", "api_calls"))
+
+	require.False(t, h.Claim(t, "standard", "msg_1", "usage.recorded", body), "the retry is a duplicate")
+	require.NoError(t, h.Apply(t, "standard", "msg_1", false), "a second job for it changes nothing")
+	require.Equal(t, 5, total(t, h, "cus_1", "api_calls"))
+
+	// Applying it again on purpose (log-only, requeue --force) replaces
+	// the event's delta: it does not add it again.
+	require.NoError(t, h.Apply(t, "standard", "msg_1", true))
+	require.Equal(t, 5, total(t, h, "cus_1", "api_calls"))
+}
+
+// TestForcedReapplyMovesToTheFixedTotal: a handler fix that makes an event
+// read another total moves its delta there.
+func TestForcedReapplyMovesToTheFixedTotal(t *testing.T) {
+	h := setup(t, 0)
+	require.True(t, h.Claim(t, "standard", "msg_m", "usage.recorded", recorded("cus_m", "api_calls", 4)))
+	require.NoError(t, h.Apply(t, "standard", "msg_m", false))
+	_, err := h.DB.SQL.Exec(`UPDATE webhook_event SET payload = $1 WHERE event_id = 'msg_m'`, recorded("cus_m", "api_requests", 6))
+	require.NoError(t, err)
+	require.NoError(t, h.Apply(t, "standard", "msg_m", true))
+	require.Equal(t, 0, total(t, h, "cus_m", "api_calls"))
+	require.Equal(t, 6, total(t, h, "cus_m", "api_requests"))
+}
+
+// TestNamespacesKeepTheirOwnTotals: two senders that use the same customer
+// ids feed totals of their own.
+func TestNamespacesKeepTheirOwnTotals(t *testing.T) {
+	h := setup(t, 0)
+	ctx := context.Background()
+	for _, ns := range []string{"standard", "partner"} {
+		_, err := h.Claimer.Claim(ctx, ledger.Claim{Namespace: ns, EventID: "msg_same", Provider: "standard", Source: ns,
+			Type: "usage.recorded", Payload: recorded("cus_n", "api_calls", 3)})
+		require.NoError(t, err)
+		require.NoError(t, h.Apply(t, ns, "msg_same", false))
+	}
+	require.Equal(t, 2, h.DB.Count(t, `SELECT count(*) FROM usage_total WHERE customer_id = 'cus_n'`))
+	require.Equal(t, 3, h.DB.Count(t, `SELECT quantity FROM usage_total WHERE namespace = 'partner' AND customer_id = 'cus_n'`))
+}
+
+func TestDuplicateStormWithWorkers(t *testing.T) {
+	h := setup(t, 4)
+	var wg sync.WaitGroup
+	for i := range 5 {
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h.Claim(t, "standard", fmt.Sprintf("msg_%d", i), "usage.recorded", recorded("cus_2", "seats", i+1))
+			}()
+		}
+	}
+	wg.Wait()
+	for i := range 5 {
+		h.WaitSettled(t, "standard", fmt.Sprintf("msg_%d", i))
+	}
+	require.Equal(t, 1+2+3+4+5, total(t, h, "cus_2", "seats"))
+}
+
+func TestPoisonUsage(t *testing.T) {
+	h := setup(t, 0)
+	err := h.Deliver(t, "standard", "msg_bad", "usage.recorded", []byte(`{"type":"usage.recorded","data":{"quantity":1}}`))
+	require.Error(t, err)
+}
+
+// TestForcedReapplyReplacesItsDelta: a forced re-apply (requeue --force
+// after a handler fix) replaces the event's earlier effect instead of adding
+// it again.
+func TestForcedReapplyReplacesItsDelta(t *testing.T) {
+	h := setup(t, 0)
+	require.True(t, h.Claim(t, "standard", "msg_f", "usage.recorded", recorded("cus_f", "api_calls", 7)))
+	require.NoError(t, h.Apply(t, "standard", "msg_f", false))
+	require.True(t, h.Claim(t, "standard", "msg_g", "usage.recorded", recorded("cus_f", "api_calls", 3)))
+	require.NoError(t, h.Apply(t, "standard", "msg_g", false))
+	require.Equal(t, 10, total(t, h, "cus_f", "api_calls"))
+	require.NoError(t, h.Apply(t, "standard", "msg_f", true))
+	require.NoError(t, h.Apply(t, "standard", "msg_f", true))
+	require.Equal(t, 10, total(t, h, "cus_f", "api_calls"), "forced twice, counted once")
+}

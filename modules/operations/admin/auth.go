@@ -1,0 +1,120 @@
+package admin
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+
+	"github.com/hookledger/hookledger/modules/core/metrics"
+	"github.com/hookledger/hookledger/modules/core/web"
+)
+
+// CSRFHeader carries the CSRF token of a browser's state-changing request
+// (GET /admin/csrf returns it).
+const CSRFHeader = "X-CSRF-Token"
+
+// CSRFField carries the same token in an HTML form (the console's).
+const CSRFField = "csrf_token"
+
+// CSRFToken is the CSRF token of the admin token: what pages put in
+// CSRFHeader or in a form's CSRFField.
+func CSRFToken(token string) string { return csrfValue(token) }
+
+// Auth accepts "Authorization: Bearer <token>" or HTTP basic auth with the
+// token as password (for browsers), compared in constant time; anything
+// else gets 401 with a Basic challenge. Basic credentials are sent by a
+// browser on its own, even for a form another site submits, so a
+// state-changing request (any method but GET, HEAD and OPTIONS) under
+// basic auth must also prove it is not cross-site: Sec-Fetch-Site
+// same-origin, or (from a browser that sends no Sec-Fetch-Site) an Origin
+// equal to the request's host, or the CSRF token (in CSRFHeader, or in a
+// form's CSRFField); else 403. A token that is present decides alone: a
+// wrong one is refused whatever the other headers say. A bearer
+// token is never sent by a browser unasked, so it always works.
+func Auth(token string, m *metrics.Set) gin.HandlerFunc {
+	want := sha256.Sum256([]byte(token))
+	csrf := csrfValue(token)
+	refuse := func(c *gin.Context, status int, reason, msg string) {
+		web.Logger(c).Info("admin request refused", zap.String("reason", reason),
+			zap.String("origin", c.GetHeader("Origin")), zap.String("sec_fetch_site", c.GetHeader("Sec-Fetch-Site")))
+		if m != nil {
+			m.AdminRefusals.WithLabelValues(reason).Inc()
+		}
+		c.AbortWithStatusJSON(status, gin.H{"error": msg})
+	}
+	return func(c *gin.Context) {
+		var got string
+		bearer, isBearer := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+		if isBearer {
+			got = bearer
+		} else if _, pass, ok := c.Request.BasicAuth(); ok {
+			got = pass
+		}
+		sum := sha256.Sum256([]byte(got))
+		if got == "" || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			c.Header("WWW-Authenticate", `Basic realm="hookledger"`)
+			refuse(c, http.StatusUnauthorized, "unauthorized", "token required")
+			return
+		}
+		if !isBearer && changesState(c.Request.Method) && !sameOrigin(c.Request, csrf) {
+			refuse(c, http.StatusForbidden, "cross_site",
+				"a state-changing request with basic auth needs a same-origin Origin or Sec-Fetch-Site, or "+CSRFHeader+"; scripts should use Authorization: Bearer")
+			return
+		}
+		c.Next()
+	}
+}
+
+func changesState(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
+}
+
+// sameOrigin reports whether the request proves it was not sent by
+// another site.
+func sameOrigin(r *http.Request, csrf string) bool {
+	got := r.Header.Get(CSRFHeader)
+	if got == "" && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		got = r.PostFormValue(CSRFField)
+	}
+	if got != "" {
+		return subtle.ConstantTimeCompare([]byte(got), []byte(csrf)) == 1
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin"
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" || origin == "null" {
+		return false
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+}
+
+// csrfValue is the CSRF token: derived from the admin token, so every
+// process of a deployment agrees on it and it changes with the token.
+func csrfValue(token string) string {
+	mac := hmac.New(sha256.New, []byte(token))
+	mac.Write([]byte("hookledger csrf"))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// csrfToken answers GET /admin/csrf with the token a page puts in
+// X-CSRF-Token. A cross-site page cannot read the answer.
+func csrfToken(token string) gin.HandlerFunc {
+	v := csrfValue(token)
+	return func(c *gin.Context) {
+		c.Header("Cache-Control", "no-store")
+		c.JSON(http.StatusOK, gin.H{"csrf_token": v})
+	}
+}

@@ -1,0 +1,169 @@
+package console
+
+import (
+	"bytes"
+	"database/sql"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+
+	"github.com/hookledger/hookledger/ent"
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/web"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Source is what the console shows of a configured source: never its
+// secrets, only how many there are.
+type Source struct {
+	Name     string
+	Provider string
+	Secrets  int
+}
+
+// Config holds the console's dependencies.
+type Config struct {
+	// Auth authenticates every request and refuses a state-changing one
+	// without a CSRF proof: the admin surfaces' middleware.
+	Auth gin.HandlerFunc
+	// CSRFToken is the value the console's forms carry in CSRFField.
+	CSRFToken string
+	// CSRFField is the form field the Auth middleware reads it from.
+	CSRFField string
+	DB        *sql.DB
+	Ent       *ent.Client
+	Jobs      ledger.JobRetrier
+	// Stats is this process's delivery counts, flushed before a page reads
+	// delivery_stat; nil in a process that takes no webhooks.
+	Stats   *ledger.DeliveryStats
+	Sources []Source
+	// LogOnly is CLAIM_MODE=log-only.
+	LogOnly bool
+	// RiverUI is the path River UI is served at ("/riverui"), "" when off.
+	RiverUI string
+}
+
+// Routes lists every route the console serves, all behind cfg.Auth.
+func Routes(r gin.IRouter, cfg Config) {
+	h := &handler{cfg: cfg, pages: parsePages()}
+	r.GET("/console", cfg.Auth, func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/console/") })
+	g := r.Group("/console", cfg.Auth, secureHeaders)
+	g.GET("/", h.overview)
+	g.GET("/events", h.events)
+	g.GET("/event", h.event)
+	g.POST("/event/requeue", h.requeue)
+	g.GET("/failed", h.failed)
+	g.GET("/failed/confirm", h.confirmFailed)
+	g.POST("/failed/requeue", h.requeueFailed)
+	static, _ := fs.Sub(staticFS, "static")
+	g.StaticFS("/static", http.FS(static))
+}
+
+type handler struct {
+	cfg   Config
+	pages map[string]*template.Template
+}
+
+// secureHeaders keeps pages out of frames and runs no script at all:
+// payloads are attacker-influenced, and the console needs none.
+func secureHeaders(c *gin.Context) {
+	c.Header("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	c.Header("X-Frame-Options", "DENY")
+	c.Header("X-Content-Type-Options", "nosniff")
+	c.Header("Referrer-Policy", "same-origin")
+	c.Header("Cache-Control", "no-store")
+	c.Next()
+}
+
+var funcs = template.FuncMap{
+	"ts": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			if v.IsZero() {
+				return "never"
+			}
+			return v.UTC().Format("2006-01-02 15:04:05Z")
+		case *time.Time:
+			if v == nil {
+				return "—"
+			}
+			return v.UTC().Format("2006-01-02 15:04:05Z")
+		}
+		return ""
+	},
+	"ago": func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return duration(time.Since(t)) + " ago"
+	},
+	"dur":  duration,
+	"list": func(s ...string) []string { return s },
+	"pct":  func(f float64) string { return fmt.Sprintf("%.2f%%", f*100) },
+}
+
+// duration prints d rounded for people: 42s, 3m10s, 5h2m, 3d4h.
+func duration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.0fs", d.Seconds())
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	case d < 48*time.Hour:
+		return d.Round(time.Minute).String()
+	}
+	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// parsePages parses each page with the layout around it.
+func parsePages() map[string]*template.Template {
+	pages := map[string]*template.Template{}
+	for _, name := range []string{"overview", "events", "event", "failed", "confirm", "done"} {
+		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
+			ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+	}
+	return pages
+}
+
+// page is what every page's layout needs beside the page's own data.
+type page struct {
+	Title   string
+	Nav     string
+	CSRF    string
+	Field   string
+	LogOnly bool
+	RiverUI string
+	Data    any
+}
+
+func (h *handler) render(c *gin.Context, name, title string, data any) {
+	var buf bytes.Buffer
+	p := page{Title: title, Nav: name, CSRF: h.cfg.CSRFToken, Field: h.cfg.CSRFField, LogOnly: h.cfg.LogOnly, RiverUI: h.cfg.RiverUI, Data: data}
+	if err := h.pages[name].Execute(&buf, p); err != nil {
+		h.fail(c, fmt.Errorf("render %s: %w", name, err))
+		return
+	}
+	c.Data(http.StatusOK, "text/html; charset=utf-8", buf.Bytes())
+}
+
+func (h *handler) fail(c *gin.Context, err error) {
+	web.Logger(c).Error("console request failed", zap.Error(err))
+	c.Data(http.StatusInternalServerError, "text/plain; charset=utf-8", []byte("internal error\n"))
+}
+
+func (h *handler) message(c *gin.Context, status int, msg string) {
+	c.Data(status, "text/plain; charset=utf-8", []byte(msg+"\n"))
+}

@@ -1,0 +1,242 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/ent"
+	"github.com/hookledger/hookledger/ent/webhookevent"
+	"github.com/hookledger/hookledger/modules/core/ledger"
+)
+
+// pageSize is how many rows a list page shows.
+const pageSize = 50
+
+// forceSemantics is what a forced re-apply does, shown beside the button.
+const forceSemantics = "Force re-applies a settled event through its handlers once more, in a job of its own. " +
+	"Version-guarded state (subscription, payment) is left alone unless the event is newer than what is stored; " +
+	"usage replaces this event's earlier delta instead of adding it again. The row stays settled until that apply commits."
+
+type eventsData struct {
+	Status  string
+	Source  string
+	Type    string
+	Since   string
+	Until   string
+	ID      string
+	Events  []*ent.WebhookEvent
+	Next    string
+	Sources []string
+	Error   string
+}
+
+func (h *handler) sourceNames() []string {
+	names := make([]string, len(h.cfg.Sources))
+	for i, s := range h.cfg.Sources {
+		names[i] = s.Name
+	}
+	return names
+}
+
+func (h *handler) events(c *gin.Context) {
+	ctx := c.Request.Context()
+	d := eventsData{
+		Status: c.Query("status"), Source: c.Query("source"), Type: c.Query("type"),
+		Since: c.Query("since"), Until: c.Query("until"), ID: c.Query("id"), Sources: h.sourceNames(),
+	}
+	if d.ID != "" {
+		rows, err := h.cfg.Ent.WebhookEvent.Query().Where(webhookevent.EventID(d.ID)).Limit(10).All(ctx)
+		if err != nil {
+			h.fail(c, err)
+			return
+		}
+		if len(rows) == 1 {
+			c.Redirect(http.StatusSeeOther, eventPath(rows[0]))
+			return
+		}
+		d.Events = rows
+		h.render(c, "events", "Events", d)
+		return
+	}
+	f, err := listFilter(d, c.Query("after"))
+	if err != nil {
+		c.Status(http.StatusBadRequest)
+		d.Error = err.Error()
+		h.render(c, "events", "Events", d)
+		return
+	}
+	rows, next, err := ledger.List(ctx, h.cfg.Ent, f)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	d.Events = rows
+	if next > 0 {
+		q := c.Request.URL.Query()
+		q.Set("after", strconv.FormatInt(next, 10))
+		d.Next = "/console/events?" + q.Encode()
+	}
+	h.render(c, "events", "Events", d)
+}
+
+// listFilter reads the list filters as the admin API does.
+func listFilter(d eventsData, after string) (ledger.Filter, error) {
+	f := ledger.Filter{Status: d.Status, Source: d.Source, Type: d.Type, Limit: pageSize}
+	if f.Status != "" && !ledger.ValidStatus(f.Status) {
+		return f, errors.New("status: want claimed, processing, settled or failed")
+	}
+	var err error
+	now := time.Now()
+	if f.Since, err = config.ParseTime(d.Since, now); err != nil {
+		return f, errors.New("since: " + err.Error())
+	}
+	if f.Until, err = config.ParseTime(d.Until, now); err != nil {
+		return f, errors.New("until: " + err.Error())
+	}
+	if after != "" {
+		if f.After, err = strconv.ParseInt(after, 10, 64); err != nil || f.After <= 0 {
+			return f, errors.New("after: follow the next-page link")
+		}
+	}
+	return f, nil
+}
+
+// eventURL is the detail page of an event: the key goes in the query, so
+// any id (slashes included) makes a valid link.
+func eventURL(namespace, id string) string {
+	return "/console/event?" + url.Values{"namespace": {namespace}, "id": {id}}.Encode()
+}
+
+func eventPath(r *ent.WebhookEvent) string {
+	return eventURL(r.Namespace, r.EventID)
+}
+
+type header struct{ Name, Value string }
+
+type eventData struct {
+	Row     *ent.WebhookEvent
+	Path    string
+	Payload string
+	Headers []header
+	Job     *ledger.Job
+	Done    string
+	Force   string
+	ClockMS string
+}
+
+func (h *handler) event(c *gin.Context) {
+	ctx := c.Request.Context()
+	row, err := ledger.Find(ctx, h.cfg.Ent, c.Query("namespace"), c.Query("id"))
+	if errors.Is(err, ledger.ErrNotFound) {
+		h.message(c, http.StatusNotFound, "event not found")
+		return
+	}
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	d := eventData{Row: row, Done: c.Query("done"), Force: forceSemantics}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, []byte(row.Payload), "", "  ") == nil {
+		d.Payload = pretty.String()
+	} else {
+		d.Payload = string(row.Payload)
+	}
+	for k, v := range row.Headers {
+		d.Headers = append(d.Headers, header{k, v})
+	}
+	sort.Slice(d.Headers, func(a, b int) bool { return d.Headers[a].Name < d.Headers[b].Name })
+	if row.ClockSkewMs != nil {
+		d.ClockMS = strconv.FormatInt(*row.ClockSkewMs, 10) + " ms"
+	}
+	if d.Job, err = ledger.FindJob(ctx, h.cfg.DB, row.Namespace, row.EventID); err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.render(c, "event", row.EventID, d)
+}
+
+// requeue is the detail page's action: Requeue, forced when the form says
+// so, exactly as POST /admin/events/{id}/requeue.
+func (h *handler) requeue(c *gin.Context) {
+	ns, id := c.PostForm("namespace"), c.PostForm("id")
+	res, err := ledger.Requeue(c.Request.Context(), h.cfg.DB, h.cfg.Jobs, ns, id, c.PostForm("force") == "true")
+	done := string(res)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		h.message(c, http.StatusNotFound, "event not found")
+		return
+	case errors.Is(err, ledger.ErrSettled):
+		done = "settled"
+	case err != nil:
+		h.fail(c, err)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, eventURL(ns, id)+"&done="+done)
+}
+
+type failedData struct {
+	Events []*ent.WebhookEvent
+	Next   string
+	Total  int
+}
+
+func (h *handler) failedCount(c *gin.Context) (int, error) {
+	return h.cfg.Ent.WebhookEvent.Query().Where(webhookevent.StatusEQ(webhookevent.StatusFailed)).Count(c.Request.Context())
+}
+
+func (h *handler) failed(c *gin.Context) {
+	f := ledger.Filter{Status: "failed", Limit: pageSize}
+	if v := c.Query("after"); v != "" {
+		f.After, _ = strconv.ParseInt(v, 10, 64)
+	}
+	rows, next, err := ledger.List(c.Request.Context(), h.cfg.Ent, f)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	d := failedData{Events: rows}
+	if next > 0 {
+		d.Next = "/console/failed?after=" + strconv.FormatInt(next, 10)
+	}
+	if d.Total, err = h.failedCount(c); err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.render(c, "failed", "Failed", d)
+}
+
+// confirmFailed is the bulk requeue's confirmation step: the count, and
+// the form that does it.
+func (h *handler) confirmFailed(c *gin.Context) {
+	n, err := h.failedCount(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.render(c, "confirm", "Requeue failed events", n)
+}
+
+// requeueFailed requeues every failed event through RequeueMatching, as
+// POST /admin/events/requeue?status=failed does, once confirmed.
+func (h *handler) requeueFailed(c *gin.Context) {
+	if c.PostForm("confirm") != "yes" {
+		h.message(c, http.StatusBadRequest, "confirm the bulk requeue on /console/failed/confirm")
+		return
+	}
+	counts, err := ledger.RequeueMatching(c.Request.Context(), h.cfg.DB, h.cfg.Jobs, ledger.Filter{Status: "failed"}, false, false)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.render(c, "done", "Requeued", counts)
+}

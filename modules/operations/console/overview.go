@@ -1,0 +1,338 @@
+package console
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookledger/hookledger/modules/core/ledger"
+)
+
+// chartOutcomes are the answers the chart stacks, bottom up, with their
+// colours; the tallies replayed and would_skip are counted beside them.
+var chartOutcomes = []struct{ Name, Color string }{
+	{"claimed", "#2f855a"}, {"duplicate", "#3182ce"}, {"invalid_signature", "#c53030"},
+	{"bad_request", "#dd6b20"}, {"too_large", "#805ad5"}, {"unavailable", "#d69e2e"},
+	{"error", "#742a2a"}, {"not_found", "#718096"},
+}
+
+// window is a span the overview can show, with the width of its bars.
+type window struct {
+	Name string
+	Span time.Duration
+	Step time.Duration
+}
+
+var windows = []window{{"1h", time.Hour, time.Minute}, {"24h", 24 * time.Hour, 15 * time.Minute}}
+
+type overviewData struct {
+	Window    window
+	Windows   []window
+	Chart     chart
+	Totals    map[string]int64
+	DupRate   float64
+	ByStatus  map[string]int64
+	Estimated bool
+	Oldest    time.Duration
+	Latency   latency
+	Sources   []sourceHealthRow
+	WouldSkip int64
+	FirstStat time.Time
+	Enforce   enforceReading
+	Generated time.Time
+}
+
+type latency struct {
+	N        int64
+	P50, P95 time.Duration
+	Max      time.Duration
+}
+
+type sourceHealth struct {
+	Source
+	Claimed, Duplicates, SigFailures int64
+	DupRate                          float64
+	LastDelivery, LastSigFailure     time.Time
+	Secrets                          []secretUse
+}
+
+type secretUse struct {
+	Index int
+	Count int64
+	Last  time.Time
+}
+
+// enforceReading answers the adoption guide's "safe to enforce?".
+type enforceReading struct {
+	Safe    bool
+	Reasons []string
+}
+
+func (h *handler) overview(c *gin.Context) {
+	ctx := c.Request.Context()
+	w := windows[0]
+	for _, x := range windows {
+		if c.Query("window") == x.Name {
+			w = x
+		}
+	}
+	if err := h.cfg.Stats.Flush(ctx); err != nil {
+		h.fail(c, err)
+		return
+	}
+	now := time.Now()
+	d := overviewData{Window: w, Windows: windows, Generated: now.UTC(), Totals: map[string]int64{}}
+	series, err := ledger.DeliverySeries(ctx, h.cfg.DB, now.Add(-w.Span), w.Step)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	d.Chart = buildChart(series, now, w)
+	for _, p := range series {
+		d.Totals[p.Outcome] += p.Count
+	}
+	d.DupRate = rate(d.Totals["duplicate"], d.Totals["claimed"])
+	if d.ByStatus, d.Estimated, err = ledger.CountByStatus(ctx, h.cfg.DB); err != nil {
+		h.fail(c, err)
+		return
+	}
+	if d.Oldest, err = ledger.OldestPending(ctx, h.cfg.DB); err != nil {
+		h.fail(c, err)
+		return
+	}
+	if d.Latency, err = applyLatency(ctx, h.cfg.DB, now.Add(-w.Span)); err != nil {
+		h.fail(c, err)
+		return
+	}
+	if d.Sources, err = h.health(ctx, now); err != nil {
+		h.fail(c, err)
+		return
+	}
+	if err := h.cfg.DB.QueryRowContext(ctx, `SELECT COALESCE(min(minute), 'epoch') FROM delivery_stat`).Scan(&d.FirstStat); err != nil {
+		h.fail(c, fmt.Errorf("first delivery count: %w", err))
+		return
+	}
+	for _, s := range d.Sources {
+		d.WouldSkip += s.wouldSkip
+	}
+	d.Enforce = readEnforce(d, now)
+	h.render(c, "overview", "Overview", d)
+}
+
+func rate(dups, claimed int64) float64 {
+	if dups+claimed == 0 {
+		return 0
+	}
+	return float64(dups) / float64(dups+claimed)
+}
+
+// readEnforce is the adoption guide's step 3: a day of counts recorded, no
+// failed events, and every duplicate seen was answered as one.
+func readEnforce(d overviewData, now time.Time) enforceReading {
+	var r enforceReading
+	if d.FirstStat.Before(time.Unix(1, 0)) || now.Sub(d.FirstStat) < 24*time.Hour {
+		r.Reasons = append(r.Reasons, "less than a day of deliveries recorded: wait for a full day (a week if traffic is low) of real traffic")
+	}
+	if n := d.ByStatus["failed"]; n > 0 {
+		r.Reasons = append(r.Reasons, fmt.Sprintf("%d failed events: fix the handler and requeue them first", n))
+	}
+	r.Safe = len(r.Reasons) == 0
+	return r
+}
+
+// applyLatency is the time from claim to settle of the events received
+// since since and settled, from the ledger (through its received_at index).
+func applyLatency(ctx context.Context, db *sql.DB, since time.Time) (latency, error) {
+	var (
+		l            latency
+		p50, p95, mx sql.NullFloat64
+	)
+	err := db.QueryRowContext(ctx, `
+		SELECT count(*),
+			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM settled_at - received_at)),
+			percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM settled_at - received_at)),
+			max(extract(epoch FROM settled_at - received_at))
+		FROM webhook_event WHERE received_at >= $1 AND status = 'settled' AND settled_at IS NOT NULL`, since).
+		Scan(&l.N, &p50, &p95, &mx)
+	if err != nil {
+		return l, fmt.Errorf("apply latency: %w", err)
+	}
+	sec := func(f sql.NullFloat64) time.Duration { return time.Duration(max(f.Float64, 0) * float64(time.Second)) }
+	l.P50, l.P95, l.Max = sec(p50), sec(p95), sec(mx)
+	return l, nil
+}
+
+type sourceHealthRow struct {
+	sourceHealth
+	wouldSkip int64
+}
+
+// health reads each configured source's last day: answers from
+// delivery_stat, and which secret matched from the ledger rows.
+func (h *handler) health(ctx context.Context, now time.Time) ([]sourceHealthRow, error) {
+	byName := map[string]*sourceHealthRow{}
+	var out []*sourceHealthRow
+	get := func(name string) *sourceHealthRow {
+		if s, ok := byName[name]; ok {
+			return s
+		}
+		s := &sourceHealthRow{sourceHealth: sourceHealth{Source: Source{Name: name}}}
+		byName[name] = s
+		out = append(out, s)
+		return s
+	}
+	for _, s := range h.cfg.Sources {
+		get(s.Name).Source = s
+	}
+	counts, err := ledger.DeliveryCounts(ctx, h.cfg.DB, now.Add(-24*time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range counts {
+		s := get(c.Source)
+		switch c.Outcome {
+		case "claimed":
+			s.Claimed = c.Count
+		case "duplicate":
+			s.Duplicates = c.Count
+		case "invalid_signature":
+			s.SigFailures, s.LastSigFailure = c.Count, c.Last
+		case ledger.StatWouldSkip:
+			s.wouldSkip = c.Count
+		}
+		if (c.Outcome == "claimed" || c.Outcome == "duplicate") && c.Last.After(s.LastDelivery) {
+			s.LastDelivery = c.Last
+		}
+	}
+	rows, err := h.cfg.DB.QueryContext(ctx, `
+		SELECT source, secret_index, count(*), max(received_at) FROM webhook_event
+		WHERE received_at >= $1 AND secret_index IS NOT NULL
+		GROUP BY source, secret_index ORDER BY source, secret_index`, now.Add(-24*time.Hour))
+	if err != nil {
+		return nil, fmt.Errorf("secret use: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			name string
+			u    secretUse
+		)
+		if err := rows.Scan(&name, &u.Index, &u.Count, &u.Last); err != nil {
+			return nil, err
+		}
+		s := get(name)
+		s.Secrets = append(s.Secrets, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	res := make([]sourceHealthRow, len(out))
+	for i, s := range out {
+		s.DupRate = rate(s.Duplicates, s.Claimed)
+		// A configured secret that matched nothing lately is listed too: a
+		// rotated-out secret shows here as unused.
+		for idx := 0; idx < s.Source.Secrets; idx++ {
+			if !hasIndex(s.Secrets, idx) {
+				s.Secrets = append(s.Secrets, secretUse{Index: idx})
+			}
+		}
+		sort.Slice(s.Secrets, func(a, b int) bool { return s.Secrets[a].Index < s.Secrets[b].Index })
+		res[i] = *s
+	}
+	return res, nil
+}
+
+func hasIndex(us []secretUse, idx int) bool {
+	for _, u := range us {
+		if u.Index == idx {
+			return true
+		}
+	}
+	return false
+}
+
+// chart is a stacked bar chart drawn as SVG on the server.
+type chart struct {
+	Width, Height int
+	Bars          []bar
+	Max           int64
+	Legend        []legendItem
+	Labels        []axisLabel
+}
+
+type bar struct {
+	X, W  float64
+	Rects []rect
+	Title string
+}
+
+type rect struct {
+	Y, H  float64
+	Color string
+}
+
+type legendItem struct {
+	Name, Color string
+	X           int
+}
+
+type axisLabel struct {
+	X    float64
+	Text string
+}
+
+const chartTop, chartBottom = 10, 180
+
+func buildChart(series []ledger.DeliveryPoint, now time.Time, w window) chart {
+	ch := chart{Width: 960, Height: 220}
+	n := int(w.Span / w.Step)
+	start := now.Add(-w.Span).Truncate(w.Step).Add(w.Step)
+	buckets := make([]map[string]int64, n)
+	for i := range buckets {
+		buckets[i] = map[string]int64{}
+	}
+	for _, p := range series {
+		i := int(p.Minute.Sub(start) / w.Step)
+		if i >= 0 && i < n {
+			buckets[i][p.Outcome] += p.Count
+		}
+	}
+	for _, b := range buckets {
+		var sum int64
+		for _, o := range chartOutcomes {
+			sum += b[o.Name]
+		}
+		ch.Max = max(ch.Max, sum)
+	}
+	scale := 0.0
+	if ch.Max > 0 {
+		scale = float64(chartBottom-chartTop) / float64(ch.Max)
+	}
+	bw := float64(ch.Width) / float64(n)
+	for i, b := range buckets {
+		br := bar{X: float64(i) * bw, W: max(bw-1, 1)}
+		y := float64(chartBottom)
+		title := start.Add(time.Duration(i) * w.Step).UTC().Format("15:04")
+		for _, o := range chartOutcomes {
+			if v := b[o.Name]; v > 0 {
+				hgt := float64(v) * scale
+				y -= hgt
+				br.Rects = append(br.Rects, rect{Y: y, H: hgt, Color: o.Color})
+				title += fmt.Sprintf(" %s %d", o.Name, v)
+			}
+		}
+		br.Title = title
+		ch.Bars = append(ch.Bars, br)
+		if i%(n/6) == 0 {
+			ch.Labels = append(ch.Labels, axisLabel{X: br.X, Text: start.Add(time.Duration(i) * w.Step).UTC().Format("15:04")})
+		}
+	}
+	for i, o := range chartOutcomes {
+		ch.Legend = append(ch.Legend, legendItem{Name: o.Name, Color: o.Color, X: i * 120})
+	}
+	return ch
+}

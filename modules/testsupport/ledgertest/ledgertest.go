@@ -1,0 +1,123 @@
+// Package ledgertest is the test harness modules share: a database of the
+// test's own, a registry, a River client bound to it and helpers that claim
+// and apply events the way the HTTP path and the worker do.
+package ledgertest
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/metrics"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
+)
+
+// Harness is one test's ledger.
+type Harness struct {
+	DB       *dbtest.DB
+	Registry *ledger.Registry
+	River    *river.Client[*sql.Tx]
+	Claimer  *ledger.Claimer
+	Metrics  *metrics.Set
+}
+
+// New builds the harness. register wires the modules under test; with
+// workers > 0 River works jobs until the test ends, otherwise tests apply
+// events themselves with Apply.
+func New(t testing.TB, workers int, register func(h *Harness)) *Harness {
+	t.Helper()
+	return NewWith(t, ledger.RiverOptions{Workers: workers}, register)
+}
+
+// NewWith is New with River options of the test's own (timeouts, retry
+// horizon); the registry, logger and metrics are the harness's.
+func NewWith(t testing.TB, o ledger.RiverOptions, register func(h *Harness)) *Harness {
+	t.Helper()
+	workers := o.Workers
+	db := dbtest.New(t)
+	h := &Harness{DB: db, Registry: ledger.NewRegistry(), Metrics: metrics.New()}
+	if register != nil {
+		register(h)
+	}
+	o.Registry, o.Logger, o.Metrics = h.Registry, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), h.Metrics
+	client, err := ledger.NewRiver(db.SQL, db.Listener(t), o)
+	require.NoError(t, err)
+	h.River = client
+	h.Claimer = &ledger.Claimer{DB: db.SQL, River: client}
+	if workers > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() {
+			cancel()
+			<-client.Stopped()
+		})
+	}
+	return h
+}
+
+// Claim claims an event as the HTTP path would; namespace and source are
+// the provider's name.
+func (h *Harness) Claim(t testing.TB, provider, id, typ string, payload []byte) bool {
+	t.Helper()
+	claimed, err := h.Claimer.Claim(context.Background(), ledger.Claim{
+		Namespace: provider, EventID: id, Provider: provider, Source: provider, Type: typ, Payload: payload,
+	})
+	require.NoError(t, err)
+	return claimed
+}
+
+// Apply runs the apply step of one event in a transaction of its own, as
+// the worker does, and returns the handlers' error.
+func (h *Harness) Apply(t testing.TB, namespace, id string, force bool) error {
+	t.Helper()
+	ctx := context.Background()
+	return ledger.InTx(ctx, h.DB.SQL, func(tx *ledger.Tx) error {
+		_, _, err := ledger.Apply(ctx, tx, h.Registry, ledger.ApplyArgs{Namespace: namespace, EventID: id, Force: force})
+		return err
+	})
+}
+
+// Deliver claims and applies an event; a duplicate is claimed again and
+// applied only if it was new, as hookledger does.
+func (h *Harness) Deliver(t testing.TB, provider, id, typ string, payload []byte) error {
+	t.Helper()
+	h.Claim(t, provider, id, typ, payload)
+	return h.Apply(t, provider, id, false)
+}
+
+// WaitSettled waits until the event is settled by the workers.
+func (h *Harness) WaitSettled(t testing.TB, namespace, id string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE namespace = $1 AND event_id = $2 AND status = 'settled'`, namespace, id) == 1
+	}, 20*time.Second, 20*time.Millisecond, "event %s/%s never settled", namespace, id)
+}
+
+// Row is a ledger row's status fields.
+type Row struct {
+	Status    string
+	Attempts  int
+	LastError sql.NullString
+}
+
+// Row reads the ledger row of an event.
+func (h *Harness) Row(t testing.TB, namespace, id string) Row {
+	t.Helper()
+	var r Row
+	err := h.DB.SQL.QueryRow(`SELECT status, attempts, last_error FROM webhook_event WHERE namespace = $1 AND event_id = $2`, namespace, id).
+		Scan(&r.Status, &r.Attempts, &r.LastError)
+	require.NoError(t, err)
+	return r
+}
+
+// JobCoverageSQL counts the ledger keys that apply jobs carry: one per
+// apply_event job, one per event of an apply_batch job.
+const JobCoverageSQL = `SELECT (SELECT count(*) FROM river_job WHERE kind = 'apply_event')
+	+ (SELECT COALESCE(sum(jsonb_array_length(args->'events')), 0) FROM river_job WHERE kind = 'apply_batch')`
