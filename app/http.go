@@ -89,7 +89,7 @@ func (a *App) buildHTTP() error {
 		if err != nil {
 			return err
 		}
-		single := &ledger.Claimer{DB: a.db, River: a.river, LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly}
+		single := ledger.NewStore(a.db, a.river, ledger.StoreOptions{LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly})
 		var claimer receiver.Claimer = single
 		if a.cfg.GroupCommit {
 			ctx, cancel := context.WithCancel(context.Background())

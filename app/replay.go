@@ -207,7 +207,7 @@ func replaySink(ctx context.Context, cfg *config.Config, providerName, sourceNam
 	if err != nil {
 		return nil, nil, err
 	}
-	return &replay.Direct{Source: a.source(sourceName, providerName), Claimer: &ledger.Claimer{DB: a.db, River: a.river}}, a.Close, nil
+	return &replay.Direct{Source: a.source(sourceName, providerName), Claimer: ledger.NewStore(a.db, a.river, ledger.StoreOptions{})}, a.Close, nil
 }
 
 // progressReporter shows a live counter on a terminal and nothing

@@ -21,7 +21,7 @@ import (
 // If a batch fails, each of its requests is claimed again in a transaction
 // of its own, so one bad row cannot fail the others.
 type Batcher struct {
-	claimer  *Claimer
+	claimer  *Store
 	requests chan *waiting
 	maxBatch int
 	// Batches counts committed batches and Claims the requests in them.
@@ -38,7 +38,7 @@ type waiting struct {
 
 // NewBatcher starts the given number of committer goroutines, which claim through c's database
 // and River client; they stop when ctx ends.
-func NewBatcher(ctx context.Context, c *Claimer, committers, maxBatch int) *Batcher {
+func NewBatcher(ctx context.Context, c *Store, committers, maxBatch int) *Batcher {
 	b := &Batcher{claimer: c, requests: make(chan *waiting, committers*maxBatch), maxBatch: maxBatch}
 	for range committers {
 		go b.commitLoop(ctx)
@@ -185,7 +185,7 @@ func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
 			digests[i] = &c.BodyDigest
 		}
 	}
-	return InTx(ctx, b.claimer.DB, func(tx *Tx) error {
+	return InTx(ctx, b.claimer.db, func(tx *Tx) error {
 		rows, err := tx.QueryContext(ctx, `
 			INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, headers,
 				secret_index, clock_skew_ms, occurred_at, replayed, body_digest)
@@ -221,13 +221,13 @@ func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
 			p.claimed = inserted[k]
 			delete(inserted, k) // a second request for the key in this batch is a duplicate
 			switch {
-			case b.claimer.LogOnly && !p.claimed:
+			case b.claimer.logOnly && !p.claimed:
 				if ok, err := hasRow(ctx, tx, p.claim); err != nil {
 					return err
 				} else if ok {
 					jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: k[0], EventID: k[1], Force: true}})
 				}
-			case b.claimer.LogOnly:
+			case b.claimer.logOnly:
 				jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: k[0], EventID: k[1], Force: true}})
 			case p.claimed:
 				claimed = append(claimed, EventKey{Namespace: k[0], EventID: k[1]})
@@ -241,7 +241,7 @@ func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
 			jobs = append(jobs, river.InsertManyParams{Args: ApplyBatchArgs{Events: claimed}})
 		}
 		if len(jobs) > 0 {
-			if _, err := b.claimer.River.InsertManyTx(ctx, tx.Tx, jobs); err != nil {
+			if _, err := b.claimer.jobs.InsertManyTx(ctx, tx.Tx, jobs); err != nil {
 				return fmt.Errorf("batch enqueue: %w", err)
 			}
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/riverqueue/river"
 
 	"github.com/hookledger/hookledger/ent/webhookevent"
 )
@@ -37,25 +36,17 @@ type Claim struct {
 
 func (c Claim) key() EventKey { return EventKey{Namespace: c.Namespace, EventID: c.EventID} }
 
-// Claimer claims events: the ledger row and the River job that applies it
-// are inserted in one transaction, so a committed claim is always applied.
-type Claimer struct {
-	DB    *sql.DB
-	River *river.Client[*sql.Tx]
-	// LogOnly applies duplicates again (CLAIM_MODE=log-only).
-	LogOnly bool
-}
-
-// Claim inserts the ledger row with INSERT ... ON CONFLICT DO NOTHING
+// Claim inserts the ledger row and its apply job in one transaction, so a
+// committed claim is always applied: the row with INSERT ... ON CONFLICT DO NOTHING
 // RETURNING and, when this call inserted it, the apply job. It returns
 // true for a new event and false for a duplicate. A payload that jsonb
 // would refuse is refused first (ErrUnstorable), with no database access.
-func (c *Claimer) Claim(ctx context.Context, in Claim) (bool, error) {
+func (c *Store) Claim(ctx context.Context, in Claim) (bool, error) {
 	if err := CheckPayload(in.Payload); err != nil {
 		return false, fmt.Errorf("claim %s/%s: %w", in.Namespace, in.EventID, err)
 	}
 	var claimed bool
-	err := InTx(ctx, c.DB, func(tx *Tx) error {
+	err := InTx(ctx, c.db, func(tx *Tx) error {
 		create := tx.Ent.WebhookEvent.Create().
 			SetNamespace(in.Namespace).
 			SetEventID(in.EventID).
@@ -82,7 +73,7 @@ func (c *Claimer) Claim(ctx context.Context, in Claim) (bool, error) {
 		case err == nil:
 			claimed = true
 		case errors.Is(err, sql.ErrNoRows):
-			if !c.LogOnly {
+			if !c.logOnly {
 				return nil
 			}
 			if ok, err := hasRow(ctx, tx, in); err != nil || !ok {
@@ -93,8 +84,8 @@ func (c *Claimer) Claim(ctx context.Context, in Claim) (bool, error) {
 		}
 		// Under log-only every delivery is applied, settled or not, as a
 		// receiver without a ledger would.
-		args := ApplyArgs{Namespace: in.Namespace, EventID: in.EventID, Force: c.LogOnly}
-		if _, err := c.River.InsertTx(ctx, tx.Tx, args, nil); err != nil {
+		args := ApplyArgs{Namespace: in.Namespace, EventID: in.EventID, Force: c.logOnly}
+		if _, err := c.jobs.InsertTx(ctx, tx.Tx, args, nil); err != nil {
 			return fmt.Errorf("enqueue apply of %s/%s: %w", in.Namespace, in.EventID, err)
 		}
 		return nil

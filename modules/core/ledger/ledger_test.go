@@ -21,7 +21,7 @@ type fixture struct {
 	*ledgertest.Harness
 	db       *dbtest.DB
 	registry *ledger.Registry
-	claimer  *ledger.Claimer
+	claimer  *ledger.Store
 }
 
 // setup gives a test its own ledger; workers > 0 starts River workers.

@@ -84,7 +84,7 @@ func (s *Source) Prepare(h http.Header, body []byte, verified *provider.Verifica
 	return claim, ev, nil
 }
 
-// Claimer claims a verified event; *ledger.Claimer is the one in use.
+// Claimer claims a verified event; *ledger.Store and *ledger.Batcher are the ones in use.
 type Claimer interface {
 	Claim(ctx context.Context, in ledger.Claim) (bool, error)
 }

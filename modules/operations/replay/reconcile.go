@@ -73,7 +73,7 @@ func (w *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 	}
 	o := w.cfg.Stripe
 	o.Since, o.Until, o.FailedOnly = since.Add(-overlap), now, true
-	sink := &Direct{Source: w.cfg.Source, Claimer: &ledger.Claimer{DB: w.cfg.DB, River: client}}
+	sink := &Direct{Source: w.cfg.Source, Claimer: ledger.NewStore(w.cfg.DB, client, ledger.StoreOptions{})}
 	stats, err := Stripe(ctx, o, sink, nil)
 	w.cfg.Logger.Info("reconciled stripe events", zap.Time("since", o.Since), zap.Int64("fetched", stats.Fetched),
 		zap.Int64("new", stats.New), zap.Int64("duplicate", stats.Duplicate), zap.Int64("failed", stats.Failed))

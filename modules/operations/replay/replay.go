@@ -49,7 +49,7 @@ type Sink interface {
 // Claim as the HTTP path; rows are marked replayed.
 type Direct struct {
 	Source  *receiver.Source
-	Claimer *ledger.Claimer
+	Claimer *ledger.Store
 	// NowFunc is the clock; time.Now when nil.
 	NowFunc func() time.Time
 }

@@ -24,7 +24,7 @@ type Harness struct {
 	DB       *dbtest.DB
 	Registry *ledger.Registry
 	River    *river.Client[*sql.Tx]
-	Claimer  *ledger.Claimer
+	Claimer  *ledger.Store
 	Metrics  *metrics.Set
 }
 
@@ -50,7 +50,7 @@ func NewWith(t testing.TB, o ledger.RiverOptions, register func(h *Harness)) *Ha
 	client, err := ledger.NewRiver(db.SQL, db.Listener(t), o)
 	require.NoError(t, err)
 	h.River = client
-	h.Claimer = &ledger.Claimer{DB: db.SQL, River: client}
+	h.Claimer = ledger.NewStore(db.SQL, client, ledger.StoreOptions{})
 	if workers > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		require.NoError(t, client.Start(ctx))

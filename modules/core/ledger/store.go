@@ -1,0 +1,40 @@
+package ledger
+
+import (
+	"database/sql"
+
+	"github.com/riverqueue/river"
+
+	"github.com/hookledger/hookledger/ent"
+)
+
+// Store is the ledger: the database (through database/sql and through ent),
+// the River client that enqueues and retries apply jobs, and the claim
+// mode. Every operation on webhook_event is one of its methods; the
+// receiver, replay, the admin API, the console and the CLI each depend on
+// a small interface of the methods they use, declared where they use it.
+type Store struct {
+	db   *sql.DB
+	ent  *ent.Client
+	jobs *river.Client[*sql.Tx]
+	// logOnly applies duplicates again (CLAIM_MODE=log-only).
+	logOnly bool
+}
+
+// StoreOptions are a Store's settings.
+type StoreOptions struct {
+	// LogOnly is CLAIM_MODE=log-only: duplicates are applied again.
+	LogOnly bool
+}
+
+// NewStore is the ledger on db, whose apply jobs jobs inserts: a client
+// with workers, or an insert-only one for the CLI.
+func NewStore(db *sql.DB, jobs *river.Client[*sql.Tx], o StoreOptions) *Store {
+	return &Store{db: db, ent: entClient(db), jobs: jobs, logOnly: o.LogOnly}
+}
+
+// DB is the database the ledger is on.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// LogOnly reports whether the store runs CLAIM_MODE=log-only.
+func (s *Store) LogOnly() bool { return s.logOnly }
