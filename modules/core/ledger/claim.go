@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-
 	"github.com/hookledger/hookledger/ent/webhookevent"
 )
 
