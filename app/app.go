@@ -1,6 +1,7 @@
 // Package app is hookledger's composition root: it reads the configuration
-// once, builds the logger, the pgx pool and its *sql.DB view, the ent and
-// River clients and the gin engine, and wires every module explicitly.
+// once, builds the logger, the pgx pool and its *sql.DB view, the River
+// client, the ledger's Store and the gin engine, and wires every module
+// explicitly.
 package app
 
 import (
@@ -13,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"entgo.io/ent/dialect"
-	entsql "entgo.io/ent/dialect/sql"
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,7 +24,6 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/ent"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/metrics"
 	"github.com/hookledger/hookledger/modules/core/provider"
@@ -53,7 +51,6 @@ type App struct {
 	pool     *pgxpool.Pool
 	listener *pgxpool.Pool
 	db       *sql.DB
-	ent      *ent.Client
 	river    *river.Client[*sql.Tx]
 	metrics  *metrics.Set
 	registry *ledger.Registry
@@ -161,29 +158,21 @@ func (a *App) source(name, providerName string) *receiver.Source {
 }
 
 func (a *App) openDatabase(ctx context.Context) error {
-	pcfg, err := poolConfig(a.cfg.DatabaseURL.Reveal(), a.cfg.DatabasePooler)
-	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	pcfg.MaxConns = int32(a.cfg.DBMaxConns)
+	var tracer pgx.QueryTracer
 	if a.tracing != nil {
-		pcfg.ConnConfig.Tracer = pgxTracer{tracer: a.tracing.Tracer(tracerName)}
+		tracer = pgxTracer{tracer: a.tracing.Tracer(tracerName)}
 	}
-	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("database pool: %w", err)
-	}
-	if err := a.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("database %s: %w", config.RedactURL(a.cfg.DatabaseURL.Reveal()), err)
+	var err error
+	if a.pool, err = openPool(ctx, a.cfg, tracer); err != nil {
+		return err
 	}
 	a.db = stdlib.OpenDBFromPool(a.pool)
-	a.ent = ent.NewClient(ent.Driver(entsql.OpenDB(dialect.Postgres, a.db)))
 	if !a.role.WorksJobs() {
 		return nil
 	}
 	// River's LISTEN holds one session for good: through a transaction
 	// pooler it needs the direct URL, and without one River polls.
-	lcfg := pcfg.Copy()
+	lcfg := a.pool.Config()
 	if a.cfg.DatabasePooler == config.PoolerTransaction {
 		if a.cfg.DatabaseDirectURL == "" {
 			return nil
@@ -197,6 +186,27 @@ func (a *App) openDatabase(ctx context.Context) error {
 		return fmt.Errorf("listener pool: %w", err)
 	}
 	return nil
+}
+
+// openPool opens the pgx pool on DATABASE_URL, of DB_MAX_CONNS
+// connections, and checks that the database answers; a tracer, when not
+// nil, traces every statement.
+func openPool(ctx context.Context, cfg *config.Config, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
+	pcfg, err := poolConfig(cfg.DatabaseURL.Reveal(), cfg.DatabasePooler)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pcfg.MaxConns = int32(cfg.DBMaxConns)
+	pcfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("database pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database %s: %w", config.RedactURL(cfg.DatabaseURL.Reveal()), err)
+	}
+	return pool, nil
 }
 
 // poolConfig parses a database URL. Behind a transaction pooler, queries

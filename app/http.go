@@ -41,7 +41,8 @@ func (a *App) buildHTTP() error {
 	e.NoMethod(func(c *gin.Context) { c.JSON(http.StatusMethodNotAllowed, gin.H{"error": "method not allowed"}) })
 
 	e.GET("/healthz", healthz)
-	a.metrics.Registry.MustRegister(ledger.NewCollector(a.db), buildInfo())
+	store := ledger.NewStore(a.db, a.river, ledger.StoreOptions{LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly})
+	a.metrics.Registry.MustRegister(ledger.NewCollector(store), buildInfo())
 	if a.cfg.MetricsAddr == "" {
 		e.GET("/readyz", a.readyz(true))
 		e.GET("/metrics", a.metricsRoute()...)
@@ -75,11 +76,11 @@ func (a *App) buildHTTP() error {
 			names[i] = s.Name
 		}
 		admin.Routes(e, admin.Config{
-			Token: token, DB: a.db, Ent: a.ent, Jobs: a.river, Metrics: a.metrics, Sources: names, Stats: a.stats, RiverUI: ui,
+			Token: token, Ledger: store, Metrics: a.metrics, Sources: names, Stats: a.stats, RiverUI: ui,
 		})
 		console.Routes(e, console.Config{
 			Auth: admin.Auth(token, a.metrics), CSRFToken: admin.CSRFToken(token), CSRFField: admin.CSRFField,
-			DB: a.db, Ent: a.ent, Jobs: a.river, Stats: a.stats, Sources: a.consoleSources(),
+			Ledger: store, DB: a.db, Stats: a.stats, Sources: a.consoleSources(),
 			LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, RiverUI: "/riverui",
 		})
 	}
@@ -89,12 +90,11 @@ func (a *App) buildHTTP() error {
 		if err != nil {
 			return err
 		}
-		single := ledger.NewStore(a.db, a.river, ledger.StoreOptions{LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly})
-		var claimer receiver.Claimer = single
+		var claimer receiver.Claimer = store
 		if a.cfg.GroupCommit {
 			ctx, cancel := context.WithCancel(context.Background())
 			a.stop = cancel
-			claimer = ledger.NewBatcher(ctx, single, a.cfg.ClaimCommitters, a.cfg.ClaimBatchMax)
+			claimer = ledger.NewBatcher(ctx, store, a.cfg.ClaimCommitters, a.cfg.ClaimBatchMax)
 		}
 		if a.tracing != nil {
 			claimer = tracedClaimer{Claimer: claimer, tracer: a.tracing.Tracer(tracerName)}

@@ -11,18 +11,30 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/spf13/cobra"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ent"
+	"github.com/hookledger/hookledger/ent/webhookevent"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/metrics"
+	"github.com/hookledger/hookledger/modules/core/receiver"
 	"github.com/hookledger/hookledger/modules/operations/admin"
 )
 
-// openOps connects for an operations command: the database, ent and an
-// insert-only River client, no HTTP and no workers.
-func openOps(ctx context.Context) (*App, error) {
+// opsEnv is what an operations command works with: the configuration and
+// the ledger, on an insert-only River client (no HTTP, no workers).
+type opsEnv struct {
+	cfg   *config.Config
+	store *ledger.Store
+	close func()
+}
+
+// openOps connects for an operations command. Its Store claims as the
+// server does without log-only (replay): a duplicate is never applied
+// again from the command line.
+func openOps(ctx context.Context) (*opsEnv, error) {
 	cfg, err := config.Load()
 	if err != nil {
 		return nil, fmt.Errorf("configuration:\n%w", err)
@@ -34,16 +46,27 @@ func openOps(ctx context.Context) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, role: config.RoleHTTP, log: log, metrics: metrics.New(), registry: ledger.NewRegistry()}
-	if err := a.openDatabase(ctx); err != nil {
-		a.Close()
+	pool, err := openPool(ctx, cfg, nil)
+	if err != nil {
 		return nil, err
 	}
-	if a.river, err = ledger.NewRiver(a.db, nil, ledger.RiverOptions{Registry: a.registry, Logger: log, Metrics: a.metrics}); err != nil {
-		a.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	closeAll := func() {
+		db.Close()
+		pool.Close()
+	}
+	jobs, err := ledger.NewRiver(db, nil, ledger.RiverOptions{Registry: ledger.NewRegistry(), Logger: log, Metrics: metrics.New()})
+	if err != nil {
+		closeAll()
 		return nil, err
 	}
-	return a, nil
+	return &opsEnv{cfg: cfg, store: ledger.NewStore(db, jobs, ledger.StoreOptions{}), close: closeAll}, nil
+}
+
+// source is the configured source called name, as App.source finds it
+// (from the configuration alone).
+func (e *opsEnv) source(name, providerName string) *receiver.Source {
+	return (&App{cfg: e.cfg}).source(name, providerName)
 }
 
 // parseWhen reads a point in time: RFC 3339, Unix seconds, or a duration
@@ -89,7 +112,7 @@ func (f *filterFlags) selects() bool {
 }
 
 func (f *filterFlags) build() (ledger.Filter, error) {
-	lf := ledger.Filter{Status: f.status, Source: f.source, Type: f.typ, Namespace: f.namespace}
+	lf := ledger.Filter{Status: webhookevent.Status(f.status), Source: f.source, Type: f.typ, Namespace: f.namespace}
 	if lf.Status != "" && !ledger.ValidStatus(lf.Status) {
 		return lf, usageError("--status %q: want claimed, processing, settled or failed", lf.Status)
 	}
@@ -133,12 +156,12 @@ as the admin API does (next is "" on the last page).`,
 					return usageError("--after %q: pass the next value a previous page printed", after)
 				}
 			}
-			a, err := openOps(cmd.Context())
+			env, err := openOps(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer a.Close()
-			rows, next, err := ledger.List(cmd.Context(), a.ent, f)
+			defer env.close()
+			rows, next, err := env.store.List(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
@@ -199,16 +222,16 @@ func eventsShowCommand() *cobra.Command {
 		Short: "Print one ledger row with its payload and its River job",
 		Args:  exactArgs(1, "one event id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := openOps(cmd.Context())
+			env, err := openOps(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer a.Close()
-			row, err := ledger.Find(cmd.Context(), a.ent, ns, args[0])
+			defer env.close()
+			row, err := env.store.Find(cmd.Context(), ns, args[0])
 			if err != nil {
 				return err
 			}
-			job, err := ledger.FindJob(cmd.Context(), a.db, row.Namespace, row.EventID)
+			job, err := env.store.FindJob(cmd.Context(), row.Namespace, row.EventID)
 			if err != nil {
 				return err
 			}
@@ -262,11 +285,11 @@ handler.`,
 			}
 			switch {
 			case f.Status == "" && force:
-				f.Status = "settled"
+				f.Status = webhookevent.StatusSettled
 			case f.Status == "":
-				f.Status = "failed"
+				f.Status = webhookevent.StatusFailed
 			}
-			if f.Status != "failed" && !(f.Status == "settled" && force) {
+			if f.Status != webhookevent.StatusFailed && !(f.Status == webhookevent.StatusSettled && force) {
 				return usageError("requeue takes failed events, or settled ones with --force")
 			}
 			return requeueBulk(cmd.Context(), t, f, force, bulk)
@@ -282,17 +305,17 @@ handler.`,
 // requeueIDs requeues exactly the named events. Every id is looked up
 // before any is changed, so a typo changes nothing.
 func requeueIDs(ctx context.Context, w io.Writer, ns string, ids []string, force, dryRun bool) error {
-	a, err := openOps(ctx)
+	env, err := openOps(ctx)
 	if err != nil {
 		return err
 	}
-	defer a.Close()
+	defer env.close()
 	rows := make([]*ent.WebhookEvent, len(ids))
 	for i, id := range ids {
-		if rows[i], err = ledger.Find(ctx, a.ent, ns, id); err != nil {
+		if rows[i], err = env.store.Find(ctx, ns, id); err != nil {
 			return fmt.Errorf("%s: %w", id, err)
 		}
-		if rows[i].Status == "settled" && !force {
+		if rows[i].Status == webhookevent.StatusSettled && !force {
 			return fmt.Errorf("%s/%s: %w", rows[i].Namespace, rows[i].EventID, ledger.ErrSettled)
 		}
 	}
@@ -302,7 +325,7 @@ func requeueIDs(ctx context.Context, w io.Writer, ns string, ids []string, force
 			fmt.Fprintf(w, "would requeue %s/%s (%s, %s)\n", r.Namespace, r.EventID, r.EventType, r.Status)
 			continue
 		}
-		res, err := requeueOne(ctx, a, r.Namespace, r.EventID, force)
+		res, err := env.store.Requeue(ctx, r.Namespace, r.EventID, force)
 		if err != nil {
 			failed = append(failed, fmt.Errorf("%s/%s: %w", r.Namespace, r.EventID, err))
 			continue
@@ -312,36 +335,21 @@ func requeueIDs(ctx context.Context, w io.Writer, ns string, ids []string, force
 	return errors.Join(failed...)
 }
 
-// requeueOne is the one call of ledger.Requeue, rendered for a person.
-func requeueOne(ctx context.Context, a *App, ns, id string, force bool) (string, error) {
-	res, err := ledger.Requeue(ctx, a.db, a.river, ns, id, force)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprint(res), nil
-}
-
-// requeueMatching is the one call of ledger.RequeueMatching: what it did
-// with each event f selects (with dryRun, their count as Requeued).
-func requeueMatching(ctx context.Context, a *App, f ledger.Filter, force, dryRun bool) (ledger.RequeueCounts, error) {
-	return ledger.RequeueMatching(ctx, a.db, a.river, f, force, dryRun)
-}
-
 // requeueBulk counts what f selects, lists it with --dry-run, asks, and
 // requeues.
 func requeueBulk(ctx context.Context, t terminal, f ledger.Filter, force bool, bulk bulkFlags) error {
-	a, err := openOps(ctx)
+	env, err := openOps(ctx)
 	if err != nil {
 		return err
 	}
-	defer a.Close()
-	counted, err := requeueMatching(ctx, a, f, force, true)
+	defer env.close()
+	counted, err := env.store.RequeueMatching(ctx, f, force, true)
 	if err != nil {
 		return err
 	}
 	n := counted.Requeued
 	if bulk.dryRun {
-		if err := listMatching(ctx, t.out, a, f); err != nil {
+		if err := listMatching(ctx, t.out, env.store, f); err != nil {
 			return err
 		}
 		fmt.Fprintf(t.out, "would requeue %d %s event(s)\n", n, f.Status)
@@ -354,7 +362,7 @@ func requeueBulk(ctx context.Context, t terminal, f ledger.Filter, force bool, b
 	if err := bulk.confirm(t, int64(n), fmt.Sprintf("requeue %d %s event(s)", n, f.Status)); err != nil {
 		return err
 	}
-	done, err := requeueMatching(ctx, a, f, force, false)
+	done, err := env.store.RequeueMatching(ctx, f, force, false)
 	if err != nil {
 		return fmt.Errorf("after requeueing %d event(s): %w", done.Requeued, err)
 	}
@@ -366,10 +374,10 @@ func requeueBulk(ctx context.Context, t terminal, f ledger.Filter, force bool, b
 }
 
 // listMatching prints every row f selects, oldest page last.
-func listMatching(ctx context.Context, w io.Writer, a *App, f ledger.Filter) error {
+func listMatching(ctx context.Context, w io.Writer, store *ledger.Store, f ledger.Filter) error {
 	f.After, f.Limit = 0, 500
 	for {
-		rows, next, err := ledger.List(ctx, a.ent, f)
+		rows, next, err := store.List(ctx, f)
 		if err != nil {
 			return err
 		}
@@ -394,12 +402,12 @@ asks for confirmation on a terminal, and needs --yes without one.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			a, err := openOps(ctx)
+			env, err := openOps(ctx)
 			if err != nil {
 				return err
 			}
-			defer a.Close()
-			r, err := ledger.Prune(ctx, a.db, a.cfg.Retention, true)
+			defer env.close()
+			r, err := env.store.Prune(ctx, env.cfg.Retention, true)
 			if err != nil {
 				return err
 			}
@@ -410,13 +418,13 @@ asks for confirmation on a terminal, and needs --yes without one.`,
 			cutoff := r.Cutoff.UTC().Format(time.RFC3339)
 			if bulk.dryRun {
 				fmt.Fprintf(t.out, "would delete %d settled event(s) received before %s (RETENTION %s); oldest %s\n",
-					r.Rows, cutoff, a.cfg.Retention, oldest)
+					r.Rows, cutoff, env.cfg.Retention, oldest)
 				return nil
 			}
 			if err := bulk.confirm(t, r.Rows, fmt.Sprintf("delete %d settled event(s) received before %s", r.Rows, cutoff)); err != nil {
 				return err
 			}
-			if r, err = ledger.Prune(ctx, a.db, a.cfg.Retention, false); err != nil {
+			if r, err = env.store.Prune(ctx, env.cfg.Retention, false); err != nil {
 				return err
 			}
 			fmt.Fprintf(t.out, "deleted %d settled event(s) received before %s\n", r.Rows, r.Cutoff.UTC().Format(time.RFC3339))

@@ -145,14 +145,14 @@ func replayGitHubCommand() *cobra.Command {
 				},
 			}
 			if cfg.DatabaseURL != "" {
-				a, err := openOps(ctx)
+				env, err := openOps(ctx)
 				if err != nil {
 					return err
 				}
-				defer a.Close()
-				ns := a.source(source, "github").Namespace
+				defer env.close()
+				ns := env.source(source, "github").Namespace
 				o.Seen = func(ctx context.Context, guid string) (bool, error) {
-					_, err := ledger.Find(ctx, a.ent, ns, guid)
+					_, err := env.store.Find(ctx, ns, guid)
 					if errors.Is(err, ledger.ErrNotFound) {
 						return false, nil
 					}
@@ -203,11 +203,11 @@ func replaySink(ctx context.Context, cfg *config.Config, providerName, sourceNam
 	if cfg.DatabaseURL == "" {
 		return nil, nil, usageError("set DATABASE_URL to claim events directly, or pass --target URL")
 	}
-	a, err := openOps(ctx)
+	env, err := openOps(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &replay.Direct{Source: a.source(sourceName, providerName), Claimer: ledger.NewStore(a.db, a.river, ledger.StoreOptions{})}, a.Close, nil
+	return &replay.Direct{Source: env.source(sourceName, providerName), Claimer: env.store}, env.close, nil
 }
 
 // progressReporter shows a live counter on a terminal and nothing

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/riverqueue/river"
+
+	"github.com/hookledger/hookledger/ent/webhookevent"
 )
 
 // ApplyArgs is the apply job of one event: the ledger key, never the
@@ -114,12 +116,12 @@ func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool) (map
 	}
 	rows, err := tx.QueryContext(ctx, `
 		UPDATE webhook_event e
-		SET status = 'settled', settled_at = now(), attempts = e.attempts + 1, last_error = NULL,
+		SET status = `+settledSQL+`, settled_at = now(), attempts = e.attempts + 1, last_error = NULL,
 			failures = 0, failing_since = NULL
 		FROM (SELECT id, status FROM webhook_event
 			WHERE (namespace, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 			ORDER BY namespace COLLATE "C", event_id COLLATE "C" FOR UPDATE) old
-		WHERE e.id = old.id AND (old.status <> 'settled' OR $3)
+		WHERE e.id = old.id AND (old.status <> `+settledSQL+` OR $3)
 		RETURNING e.namespace, e.event_id, e.provider, e.source, e.event_type, e.payload, e.occurred_at, e.replayed, old.status, e.attempts`,
 		namespaces, ids, force)
 	if err != nil {
@@ -140,7 +142,7 @@ func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool) (map
 			return nil, &dbError{fmt.Errorf("lock %d event(s): %w", len(keys), err)}
 		}
 		ev.Payload, ev.OccurredAt = payload, occurredAt.Time
-		ev.Forced = force && wasStatus == "settled"
+		ev.Forced = force && wasStatus == string(webhookevent.StatusSettled)
 		out[EventKey{Namespace: ev.Namespace, EventID: ev.EventID}] = &lockedRow{ev: &ev, seen: attempts - 1}
 	}
 	if err := rows.Err(); err != nil {
@@ -246,12 +248,12 @@ func recordFailure(ctx context.Context, q execQuerier, a Attempt, reason string,
 	var r failureRecord
 	err := q.QueryRowContext(ctx, `
 		UPDATE webhook_event
-		SET status = 'failed', attempts = attempts + 1, failures = failures + 1,
+		SET status = `+failedSQL+`, attempts = attempts + 1, failures = failures + 1,
 			failing_since = COALESCE(failing_since, now()),
 			last_error = CASE WHEN now() - COALESCE(failing_since, now()) >= $5::float8 * interval '1 second'
 				THEN 'gave up after retrying since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ': ' || $3
 				ELSE $3 END
-		WHERE namespace = $1 AND event_id = $2 AND CASE WHEN $4 >= 0 THEN attempts = $4 ELSE status <> 'settled' END
+		WHERE namespace = $1 AND event_id = $2 AND CASE WHEN $4 >= 0 THEN attempts = $4 ELSE status <> `+settledSQL+` END
 		RETURNING failures, now() - failing_since >= $5::float8 * interval '1 second'`,
 		a.Key.Namespace, a.Key.EventID, truncate(reason, 4000), a.Seen, horizon.Seconds(),
 	).Scan(&r.Failures, &r.GaveUp)

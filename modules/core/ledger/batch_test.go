@@ -214,7 +214,7 @@ func TestBatchApplySplitsOnFailure(t *testing.T) {
 	require.Equal(t, 3, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event'`))
 
 	require.Eventually(t, func() bool {
-		job, err := ledger.FindJob(context.Background(), h.DB.SQL, "stripe", "evt_split_bad")
+		job, err := store(h).FindJob(context.Background(), "stripe", "evt_split_bad")
 		require.NoError(t, err)
 		return job.State == "cancelled"
 	}, 10*time.Second, 20*time.Millisecond, "its own job, the newest, is found")
@@ -243,7 +243,7 @@ func TestBatchApplyAllInOneTransaction(t *testing.T) {
 	}
 	require.Equal(t, int32(10), applied.Load())
 	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event'`), "no split")
-	job, err := ledger.FindJob(context.Background(), h.DB.SQL, "stripe", "evt_all_3")
+	job, err := store(h).FindJob(context.Background(), "stripe", "evt_all_3")
 	require.NoError(t, err)
 	require.Equal(t, "completed", job.State)
 }

@@ -146,8 +146,8 @@ type DeliveryCount struct {
 }
 
 // DeliveryCounts sums delivery_stat since since, per source and outcome.
-func DeliveryCounts(ctx context.Context, db *sql.DB, since time.Time) ([]DeliveryCount, error) {
-	rows, err := db.QueryContext(ctx, `
+func (s *Store) DeliveryCounts(ctx context.Context, since time.Time) ([]DeliveryCount, error) {
+	rows, err := s.db.QueryContext(ctx, `
 		SELECT source, outcome, sum(count)::bigint, max(minute) FROM delivery_stat
 		WHERE minute >= $1 GROUP BY source, outcome ORDER BY source, outcome`, since.Truncate(time.Minute))
 	if err != nil {
@@ -174,9 +174,9 @@ type DeliveryPoint struct {
 
 // DeliverySeries returns delivery_stat since since in buckets of step
 // (a whole number of minutes), summed over sources, oldest first.
-func DeliverySeries(ctx context.Context, db *sql.DB, since time.Time, step time.Duration) ([]DeliveryPoint, error) {
+func (s *Store) DeliverySeries(ctx context.Context, since time.Time, step time.Duration) ([]DeliveryPoint, error) {
 	stepSec := max(int64(step/time.Second)/60*60, 60)
-	rows, err := db.QueryContext(ctx, `
+	rows, err := s.db.QueryContext(ctx, `
 		SELECT to_timestamp(floor(extract(epoch FROM minute) / $2) * $2), outcome, sum(count)::bigint
 		FROM delivery_stat WHERE minute >= $1 GROUP BY 1, 2 ORDER BY 1, 2`, since.Truncate(time.Minute), stepSec)
 	if err != nil {

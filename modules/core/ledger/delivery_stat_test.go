@@ -37,7 +37,8 @@ func TestDeliveryStatsAddAcrossProcesses(t *testing.T) {
 	require.NoError(t, b.Flush(ctx))
 	require.NoError(t, a.Flush(ctx), "an empty flush writes nothing")
 
-	counts, err := ledger.DeliveryCounts(ctx, db.SQL, time.Now().Add(-time.Hour))
+	s := ledger.NewStore(db.SQL, nil, ledger.StoreOptions{})
+	counts, err := s.DeliveryCounts(ctx, time.Now().Add(-time.Hour))
 	require.NoError(t, err)
 	got := map[string]int64{}
 	for _, c := range counts {
@@ -50,7 +51,7 @@ func TestDeliveryStatsAddAcrossProcesses(t *testing.T) {
 	}, got)
 	require.LessOrEqual(t, db.Count(t, `SELECT count(*) FROM delivery_stat`), 10, "one row per minute, source and outcome")
 
-	series, err := ledger.DeliverySeries(ctx, db.SQL, time.Now().Add(-time.Hour), time.Minute)
+	series, err := s.DeliverySeries(ctx, time.Now().Add(-time.Hour), time.Minute)
 	require.NoError(t, err)
 	var total int64
 	for _, p := range series {
@@ -81,7 +82,7 @@ func TestPruneDeletesOldDeliveryStats(t *testing.T) {
 		(date_trunc('minute', now()) - interval '100 days', 'stripe', 'claimed', 3),
 		(date_trunc('minute', now()) - interval '1 day', 'stripe', 'claimed', 4)`)
 	require.NoError(t, err)
-	_, err = ledger.Prune(context.Background(), db.SQL, 90*24*time.Hour, false)
+	_, err = ledger.NewStore(db.SQL, nil, ledger.StoreOptions{}).Prune(context.Background(), 90*24*time.Hour, false)
 	require.NoError(t, err)
 	require.Equal(t, 4, db.Count(t, `SELECT sum(count) FROM delivery_stat`))
 }
@@ -96,11 +97,13 @@ func TestCountByStatusMatchesTheTable(t *testing.T) {
 			(ARRAY['claimed', 'settled', 'settled', 'failed'])[g % 4 + 1], now() - g * interval '1 second'
 		FROM generate_series(1, 400) g`)
 	require.NoError(t, err)
-	counts, estimated, err := ledger.CountByStatus(context.Background(), db.SQL)
+	s := ledger.NewStore(db.SQL, nil, ledger.StoreOptions{})
+	counts, estimated, err := s.CountByStatus(context.Background())
 	require.NoError(t, err)
 	require.False(t, estimated)
 	require.Equal(t, map[string]int64{"claimed": 100, "processing": 0, "settled": 200, "failed": 100}, counts)
-	age, err := ledger.OldestPending(context.Background(), db.SQL)
+	b, err := s.Backlog(context.Background())
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, age, 399*time.Second)
+	require.Equal(t, ledger.Backlog{Claimed: 100, Failed: 100, Oldest: b.Oldest}, b)
+	require.GreaterOrEqual(t, b.Oldest, 399*time.Second)
 }

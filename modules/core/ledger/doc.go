@@ -16,10 +16,16 @@
 //     transaction; a failure takes one path whatever its cause: recorded
 //     and backed off (the handler's), snoozed (the database's), handed back
 //     (shutdown), with a failed batch split into one job per event.
-//   - Operate: Requeue (which targets the event, never a shared batch job),
-//     RequeueMatching, List, Find, FindJob, Prune, CountByStatus,
-//     DeliveryCounts, DeliverySeries and the Prometheus Collector serve the
-//     admin API, the console and the CLI.
+//   - Operate: the Store's Requeue (which targets the event, never a shared
+//     batch job), RequeueMatching, List, Find, FindJob, Prune,
+//     CountByStatus, Backlog, DeliveryCounts and DeliverySeries, and the
+//     Prometheus Collector serve the admin API, the console and the CLI.
+//
+// Statuses are ent's constants (webhookevent.StatusClaimed ...). processing
+// stays a valid status and filter value, but the apply transaction marks
+// rows settled directly, so no session ever sees it: no count includes it,
+// and the backlog (admin stats, the console, every /metrics scrape) names
+// only claimed and failed, which the partial index webhookevent_pending holds.
 //
 // Modules register their handlers, workers and periodic jobs in a Registry;
 // InTx gives them a transaction that ent and River share.

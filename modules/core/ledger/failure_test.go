@@ -74,7 +74,7 @@ func TestPanicInBatchSplitsIt(t *testing.T) {
 	require.Contains(t, row.LastError.String, "nil map in handler")
 	require.GreaterOrEqual(t, row.Attempts, 1)
 
-	job, err := ledger.FindJob(context.Background(), h.DB.SQL, "stripe", "evt_panic")
+	job, err := store(h).FindJob(context.Background(), "stripe", "evt_panic")
 	require.NoError(t, err)
 	require.NotNil(t, job)
 	var kind string
@@ -177,14 +177,14 @@ func TestForceRequeueReachesEveryBatchSibling(t *testing.T) {
 		h.WaitSettled(t, "stripe", id)
 	}
 	ctx := context.Background()
-	_, err := ledger.Requeue(ctx, h.DB.SQL, h.River, "stripe", "evt_sib_00", true)
+	_, err := store(h).Requeue(ctx, "stripe", "evt_sib_00", true)
 	require.NoError(t, err)
 	select {
 	case <-entered:
 	case <-time.After(60 * time.Second):
 		t.Fatal("the forced re-apply never ran")
 	}
-	res, err := ledger.RequeueMatching(ctx, h.DB.SQL, h.River, ledger.Filter{Status: "settled", Type: "invoice.paid"}, true, false)
+	res, err := store(h).RequeueMatching(ctx, ledger.Filter{Status: "settled", Type: "invoice.paid"}, true, false)
 	close(gate)
 	require.NoError(t, err)
 	require.Equal(t, 19, res.Requeued, "%+v", res)

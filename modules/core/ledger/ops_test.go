@@ -16,6 +16,11 @@ import (
 	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
+// store is the ledger of h, on its River client.
+func store(h *ledgertest.Harness) *ledger.Store {
+	return ledger.NewStore(h.DB.SQL, h.River, ledger.StoreOptions{})
+}
+
 func TestPruneOnlyOldSettledRows(t *testing.T) {
 	h := ledgertest.New(t, 0, nil)
 	ctx := context.Background()
@@ -28,12 +33,12 @@ func TestPruneOnlyOldSettledRows(t *testing.T) {
 		_, err := h.DB.SQL.Exec(`UPDATE webhook_event SET status = $1, received_at = now() - $2::interval WHERE event_id = $3`, c.status, c.age, id)
 		require.NoError(t, err)
 	}
-	r, err := ledger.Prune(ctx, h.DB.SQL, 90*24*time.Hour, true)
+	r, err := store(h).Prune(ctx, 90*24*time.Hour, true)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), r.Rows)
 	require.Equal(t, 5, h.DB.Count(t, `SELECT count(*) FROM webhook_event`), "dry run deletes nothing")
 
-	r, err = ledger.Prune(ctx, h.DB.SQL, 90*24*time.Hour, false)
+	r, err = store(h).Prune(ctx, 90*24*time.Hour, false)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), r.Rows)
 	require.ElementsMatch(t, []string{"evt_2", "evt_3", "evt_4"}, eventIDs(t, h))
@@ -46,7 +51,7 @@ func TestPruneInBatches(t *testing.T) {
 		SELECT 'stripe', 'evt_' || g, 'stripe', 'stripe', 'x', '{}', 'settled', now() - interval '200 days'
 		FROM generate_series(1, $1::int) g`, ledger.PruneBatch*2+5)
 	require.NoError(t, err)
-	r, err := ledger.Prune(context.Background(), h.DB.SQL, 90*24*time.Hour, false)
+	r, err := store(h).Prune(context.Background(), 90*24*time.Hour, false)
 	require.NoError(t, err)
 	require.Equal(t, int64(ledger.PruneBatch*2+5), r.Rows)
 	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM webhook_event`))
@@ -101,7 +106,7 @@ func TestGivesUpAfterTheHorizonAndRequeues(t *testing.T) {
 	require.Contains(t, row.LastError.String, "card network down")
 
 	fail.Store(false)
-	res, err := ledger.Requeue(ctx, h.DB.SQL, client, "stripe", "evt_d", false)
+	res, err := ledger.NewStore(h.DB.SQL, client, ledger.StoreOptions{}).Requeue(ctx, "stripe", "evt_d", false)
 	require.NoError(t, err)
 	require.Equal(t, ledger.RequeueRequeued, res)
 	h.WaitSettled(t, "stripe", "evt_d")
@@ -114,13 +119,13 @@ func TestRequeueInsertsWhenRiverPrunedTheJob(t *testing.T) {
 	h.Claim(t, "stripe", "evt_old", "invoice.paid", []byte(`{}`))
 	_, err := h.DB.SQL.Exec(`DELETE FROM river_job; UPDATE webhook_event SET status = 'failed'`)
 	require.NoError(t, err)
-	res, err := ledger.Requeue(context.Background(), h.DB.SQL, h.River, "stripe", "evt_old", false)
+	res, err := store(h).Requeue(context.Background(), "stripe", "evt_old", false)
 	require.NoError(t, err)
 	require.Equal(t, ledger.RequeueRequeued, res)
 	require.Equal(t, "claimed", h.Row(t, "stripe", "evt_old").Status)
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'available'`))
 
-	_, err = ledger.Requeue(context.Background(), h.DB.SQL, h.River, "stripe", "evt_missing", false)
+	_, err = store(h).Requeue(context.Background(), "stripe", "evt_missing", false)
 	require.ErrorIs(t, err, ledger.ErrNotFound)
 }
 
@@ -129,7 +134,7 @@ func TestRequeueLeavesARunningJobAlone(t *testing.T) {
 	h.Claim(t, "stripe", "evt_run", "invoice.paid", []byte(`{}`))
 	_, err := h.DB.SQL.Exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(); UPDATE webhook_event SET status = 'failed'`)
 	require.NoError(t, err)
-	res, err := ledger.Requeue(context.Background(), h.DB.SQL, h.River, "stripe", "evt_run", false)
+	res, err := store(h).Requeue(context.Background(), "stripe", "evt_run", false)
 	require.NoError(t, err)
 	require.Equal(t, ledger.RequeuePending, res)
 	require.Equal(t, "failed", h.Row(t, "stripe", "evt_run").Status)

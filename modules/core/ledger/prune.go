@@ -25,11 +25,17 @@ type PruneReport struct {
 // PruneBatch, each its own statement; rows a claim or apply holds are
 // skipped and taken next time. The delivery counts of that age go too.
 // With dryRun it only counts the ledger rows.
-func Prune(ctx context.Context, db *sql.DB, retention time.Duration, dryRun bool) (PruneReport, error) {
+func (s *Store) Prune(ctx context.Context, retention time.Duration, dryRun bool) (PruneReport, error) {
+	return prune(ctx, s.db, retention, dryRun)
+}
+
+// prune is Prune on db, for PruneWorker, which River builds before any
+// Store.
+func prune(ctx context.Context, db *sql.DB, retention time.Duration, dryRun bool) (PruneReport, error) {
 	r := PruneReport{Cutoff: time.Now().Add(-retention)}
 	if dryRun {
 		var oldest sql.NullTime
-		err := db.QueryRowContext(ctx, `SELECT count(*), min(received_at) FROM webhook_event WHERE status = 'settled' AND received_at < $1`,
+		err := db.QueryRowContext(ctx, `SELECT count(*), min(received_at) FROM webhook_event WHERE status = `+settledSQL+` AND received_at < $1`,
 			r.Cutoff).Scan(&r.Rows, &oldest)
 		if err != nil {
 			return r, fmt.Errorf("count prunable rows: %w", err)
@@ -41,7 +47,7 @@ func Prune(ctx context.Context, db *sql.DB, retention time.Duration, dryRun bool
 		res, err := db.ExecContext(ctx, `
 			DELETE FROM webhook_event WHERE id IN (
 				SELECT id FROM webhook_event
-				WHERE status = 'settled' AND received_at < $1
+				WHERE status = `+settledSQL+` AND received_at < $1
 				ORDER BY received_at
 				LIMIT $2
 				FOR UPDATE SKIP LOCKED)`, r.Cutoff, PruneBatch)
@@ -81,7 +87,7 @@ type PruneWorker struct {
 
 // Work prunes once.
 func (w *PruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
-	r, err := Prune(ctx, w.DB, w.Retention, false)
+	r, err := prune(ctx, w.DB, w.Retention, false)
 	if err != nil {
 		return err
 	}

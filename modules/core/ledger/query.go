@@ -18,11 +18,13 @@ import (
 // Filter selects ledger rows. Type may end in ".*" for a family.
 type Filter struct {
 	Namespace string
-	Status    string
-	Source    string
-	Type      string
-	Since     time.Time
-	Until     time.Time
+	// EventID selects the rows of one event id, in every namespace.
+	EventID string
+	Status  webhookevent.Status
+	Source  string
+	Type    string
+	Since   time.Time
+	Until   time.Time
 	// After is a keyset cursor: rows older than this id.
 	After int64
 	Limit int
@@ -33,8 +35,11 @@ func (f Filter) predicates() []predicate.WebhookEvent {
 	if f.Namespace != "" {
 		ps = append(ps, webhookevent.Namespace(f.Namespace))
 	}
+	if f.EventID != "" {
+		ps = append(ps, webhookevent.EventID(f.EventID))
+	}
 	if f.Status != "" {
-		ps = append(ps, webhookevent.StatusEQ(webhookevent.Status(f.Status)))
+		ps = append(ps, webhookevent.StatusEQ(f.Status))
 	}
 	if f.Source != "" {
 		ps = append(ps, webhookevent.Source(f.Source))
@@ -57,15 +62,15 @@ func (f Filter) predicates() []predicate.WebhookEvent {
 }
 
 // ValidStatus reports whether s is a ledger status.
-func ValidStatus(s string) bool {
-	return webhookevent.StatusValidator(webhookevent.Status(s)) == nil
+func ValidStatus(s webhookevent.Status) bool {
+	return webhookevent.StatusValidator(s) == nil
 }
 
 // List returns matching rows newest first, and the cursor of the next page
 // (0 on the last page).
-func List(ctx context.Context, client *ent.Client, f Filter) ([]*ent.WebhookEvent, int64, error) {
+func (s *Store) List(ctx context.Context, f Filter) ([]*ent.WebhookEvent, int64, error) {
 	limit := min(max(f.Limit, 1), 500)
-	rows, err := client.WebhookEvent.Query().
+	rows, err := s.ent.WebhookEvent.Query().
 		Where(f.predicates()...).
 		Order(webhookevent.ByID(entsql.OrderDesc())).
 		Limit(limit + 1).
@@ -88,8 +93,8 @@ var ErrAmbiguous = errors.New("event id exists in several namespaces")
 var ErrNotFound = errors.New("event not found")
 
 // Find returns the row of eventID, in namespace when given.
-func Find(ctx context.Context, client *ent.Client, namespace, eventID string) (*ent.WebhookEvent, error) {
-	q := client.WebhookEvent.Query().Where(webhookevent.EventID(eventID))
+func (s *Store) Find(ctx context.Context, namespace, eventID string) (*ent.WebhookEvent, error) {
+	q := s.ent.WebhookEvent.Query().Where(webhookevent.EventID(eventID))
 	if namespace != "" {
 		q = q.Where(webhookevent.Namespace(namespace))
 	}
@@ -121,11 +126,6 @@ type Job struct {
 	Errors  []string `json:"errors"`
 }
 
-// querier is a *sql.DB or *sql.Tx.
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // The apply jobs that carry event ($1 namespace, $2 event id): its own,
 // and the batch it was claimed in (found through a GIN index on the
 // batch's events).
@@ -137,12 +137,12 @@ const (
 // FindJob returns the newest apply job of an event, its own or the batch
 // it was claimed in, or nil when River no longer has one (it prunes
 // finished jobs).
-func FindJob(ctx context.Context, q querier, namespace, eventID string) (*Job, error) {
+func (s *Store) FindJob(ctx context.Context, namespace, eventID string) (*Job, error) {
 	var (
 		j      Job
 		errMsg sql.NullString
 	)
-	err := q.QueryRowContext(ctx, `
+	err := s.db.QueryRowContext(ctx, `
 		SELECT id, state, attempt, (SELECT string_agg(e->>'error', E'\n') FROM unnest(errors) AS e)
 		FROM river_job
 		WHERE (`+ownApplyJob+`) OR (`+batchHolding+`)

@@ -7,18 +7,13 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/hookledger/hookledger/ent/webhookevent"
 )
 
 // ErrSettled is returned when requeueing a settled event without force.
 var ErrSettled = errors.New("event is settled; requeue with force to apply it again")
-
-// JobRetrier is the part of River's client requeue uses.
-type JobRetrier interface {
-	JobInserter
-	JobRetryTx(ctx context.Context, tx *sql.Tx, id int64) (*rivertype.JobRow, error)
-}
 
 // RequeueResult says what Requeue did.
 type RequeueResult string
@@ -43,11 +38,13 @@ const (
 // event is applied exactly once more. A job that will apply the event and
 // is running right now is left alone (RequeuePending). A failed row goes
 // back to claimed with its backoff reset; a settled one is applied again
-// only with force, and stays settled until that apply commits.
-func Requeue(ctx context.Context, db *sql.DB, jobs JobRetrier, namespace, eventID string, force bool) (RequeueResult, error) {
+// only with force, and stays settled until that apply commits. The
+// Store's River client needs no workers for this: an insert-only one
+// brings jobs forward too.
+func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bool) (RequeueResult, error) {
 	var result RequeueResult
-	err := InTx(ctx, db, func(tx *Tx) error {
-		var status string
+	err := InTx(ctx, s.db, func(tx *Tx) error {
+		var status webhookevent.Status
 		// NOWAIT: a row locked now is being applied now (only an apply holds
 		// a ledger row's lock for long, up to its timeout); that apply is the
 		// pending work, and waiting for it would hold this requeue, and a
@@ -64,7 +61,7 @@ func Requeue(ctx context.Context, db *sql.DB, jobs JobRetrier, namespace, eventI
 		if err != nil {
 			return fmt.Errorf("lock %s/%s: %w", namespace, eventID, err)
 		}
-		settled := status == "settled"
+		settled := status == webhookevent.StatusSettled
 		if settled && !force {
 			return ErrSettled
 		}
@@ -89,19 +86,19 @@ func Requeue(ctx context.Context, db *sql.DB, jobs JobRetrier, namespace, eventI
 			}
 		}
 		if !settled {
-			if _, err := tx.ExecContext(ctx, `UPDATE webhook_event SET status = 'claimed', settled_at = NULL, failures = 0, failing_since = NULL
+			if _, err := tx.ExecContext(ctx, `UPDATE webhook_event SET status = `+claimedSQL+`, settled_at = NULL, failures = 0, failing_since = NULL
 				WHERE namespace = $1 AND event_id = $2`, namespace, eventID); err != nil {
 				return fmt.Errorf("requeue %s/%s: %w", namespace, eventID, err)
 			}
 		}
 		result = RequeueRequeued
 		if bring != nil {
-			if _, err := jobs.JobRetryTx(ctx, tx.Tx, bring.id); err != nil {
+			if _, err := s.jobs.JobRetryTx(ctx, tx.Tx, bring.id); err != nil {
 				return fmt.Errorf("retry job %d: %w", bring.id, err)
 			}
 			return nil
 		}
-		if _, err := jobs.InsertTx(ctx, tx.Tx, ApplyArgs{Namespace: namespace, EventID: eventID, Force: settled}, nil); err != nil {
+		if _, err := s.jobs.InsertTx(ctx, tx.Tx, ApplyArgs{Namespace: namespace, EventID: eventID, Force: settled}, nil); err != nil {
 			return fmt.Errorf("enqueue apply of %s/%s: %w", namespace, eventID, err)
 		}
 		return nil
@@ -171,12 +168,11 @@ func (c *RequeueCounts) skip(reason string) {
 // or settled with force), oldest first, each in a transaction of its own,
 // and counts what happened to each. With dryRun it only counts them, as
 // Requeued.
-func RequeueMatching(ctx context.Context, db *sql.DB, jobs JobRetrier, f Filter, force, dryRun bool) (RequeueCounts, error) {
-	client := entClient(db)
+func (s *Store) RequeueMatching(ctx context.Context, f Filter, force, dryRun bool) (RequeueCounts, error) {
 	var c RequeueCounts
 	f.After, f.Limit = 0, 500
 	for {
-		rows, next, err := List(ctx, client, f)
+		rows, next, err := s.List(ctx, f)
 		if err != nil {
 			return c, err
 		}
@@ -185,7 +181,7 @@ func RequeueMatching(ctx context.Context, db *sql.DB, jobs JobRetrier, f Filter,
 				c.Requeued++
 				continue
 			}
-			res, err := Requeue(ctx, db, jobs, r.Namespace, r.EventID, force)
+			res, err := s.Requeue(ctx, r.Namespace, r.EventID, force)
 			switch {
 			case errors.Is(err, ErrSettled):
 				c.skip("settled since it was listed (requeue with force to apply it again)")
@@ -205,5 +201,3 @@ func RequeueMatching(ctx context.Context, db *sql.DB, jobs JobRetrier, f Filter,
 		f.After = next
 	}
 }
-
-var _ JobRetrier = (*river.Client[*sql.Tx])(nil)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookledger/hookledger/ent/webhookevent"
 )
 
 // ExactSettledBelow is the table size under which CountByStatus counts
@@ -19,16 +21,16 @@ const ExactSettledBelow = 200_000
 // them, settled exactly while the table is small and, above
 // ExactSettledBelow rows, as the table's live-row estimate (pg_stat's
 // n_live_tup, else pg_class.reltuples) minus the unsettled rows, which is
-// as fresh as autovacuum's last analyze. processing exists only inside an
-// apply transaction, so no other session sees it: it is always 0 here.
-// estimated reports whether settled is an estimate.
-func CountByStatus(ctx context.Context, db *sql.DB) (counts map[string]int64, estimated bool, err error) {
-	claimed, failed, _, err := pending(ctx, db)
+// as fresh as autovacuum's last analyze. processing is never counted (see
+// the package doc): it is always 0 here. estimated reports whether settled
+// is an estimate.
+func (s *Store) CountByStatus(ctx context.Context) (counts map[string]int64, estimated bool, err error) {
+	b, err := s.Backlog(ctx)
 	if err != nil {
 		return nil, false, err
 	}
 	var live float64
-	err = db.QueryRowContext(ctx, `
+	err = s.db.QueryRowContext(ctx, `
 		SELECT COALESCE(NULLIF(s.n_live_tup, 0)::float8, greatest(c.reltuples, 0)::float8)
 		FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
 		WHERE c.oid = 'webhook_event'::regclass`).Scan(&live)
@@ -37,47 +39,62 @@ func CountByStatus(ctx context.Context, db *sql.DB) (counts map[string]int64, es
 	}
 	var settled int64
 	if live < ExactSettledBelow {
-		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`).Scan(&settled); err != nil {
+		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM webhook_event WHERE status = `+settledSQL).Scan(&settled); err != nil {
 			return nil, false, fmt.Errorf("count settled: %w", err)
 		}
 	} else {
-		settled, estimated = max(int64(live)-claimed-failed, 0), true
+		settled, estimated = max(int64(live)-b.Claimed-b.Failed, 0), true
 	}
-	return map[string]int64{"claimed": claimed, "processing": 0, "settled": settled, "failed": failed}, estimated, nil
+	return map[string]int64{
+		string(webhookevent.StatusClaimed):    b.Claimed,
+		string(webhookevent.StatusProcessing): 0,
+		string(webhookevent.StatusSettled):    settled,
+		string(webhookevent.StatusFailed):     b.Failed,
+	}, estimated, nil
 }
 
-// pending counts unsettled rows through the partial index on claimed and
-// failed rows, and the age of the oldest.
-func pending(ctx context.Context, db *sql.DB) (claimed, failed int64, oldest time.Duration, err error) {
-	var age sql.NullFloat64
-	err = db.QueryRowContext(ctx, `
-		SELECT count(*) FILTER (WHERE status = 'claimed'), count(*) FILTER (WHERE status = 'failed'),
-			EXTRACT(EPOCH FROM now() - min(received_at))
-		FROM webhook_event WHERE status IN ('claimed', 'failed')`).Scan(&claimed, &failed, &age)
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("ledger backlog: %w", err)
-	}
-	return claimed, failed, time.Duration(max(age.Float64, 0) * float64(time.Second)), nil
+// Backlog is the ledger's unsettled rows.
+type Backlog struct {
+	Claimed, Failed int64
+	// Oldest is the age of the oldest of them, 0 when there is none.
+	Oldest time.Duration
 }
 
-// OldestPending is the age of the oldest unsettled row, 0 when none.
-func OldestPending(ctx context.Context, db *sql.DB) (time.Duration, error) {
-	_, _, age, err := pending(ctx, db)
-	return age, err
+// backlogQuery reads the backlog through the partial index on claimed and
+// failed rows (webhookevent_pending): its predicate must follow from the
+// WHERE clause, so the clause names exactly those two statuses, as
+// literals.
+const backlogQuery = `
+	SELECT count(*) FILTER (WHERE status = ` + claimedSQL + `), count(*) FILTER (WHERE status = ` + failedSQL + `),
+		EXTRACT(EPOCH FROM now() - min(received_at))
+	FROM webhook_event WHERE status IN (` + claimedSQL + `, ` + failedSQL + `)`
+
+// Backlog counts the unsettled rows and the age of the oldest, through the
+// partial index that holds only them.
+func (s *Store) Backlog(ctx context.Context) (Backlog, error) {
+	var (
+		b   Backlog
+		age sql.NullFloat64
+	)
+	if err := s.db.QueryRowContext(ctx, backlogQuery).Scan(&b.Claimed, &b.Failed, &age); err != nil {
+		return b, fmt.Errorf("ledger backlog: %w", err)
+	}
+	b.Oldest = time.Duration(max(age.Float64, 0) * float64(time.Second))
+	return b, nil
 }
 
 // Collector exports the ledger backlog and River's queue depth at scrape
 // time.
 type Collector struct {
-	DB *sql.DB
+	store *Store
 
 	backlog, oldest, queue *prometheus.Desc
 }
 
-// NewCollector returns a collector on db.
-func NewCollector(db *sql.DB) *Collector {
+// NewCollector returns a collector of s.
+func NewCollector(s *Store) *Collector {
 	return &Collector{
-		DB:      db,
+		store:   s,
 		backlog: prometheus.NewDesc("hookledger_ledger_backlog", "Unsettled ledger rows by status.", []string{"status"}, nil),
 		oldest:  prometheus.NewDesc("hookledger_ledger_oldest_pending_seconds", "Age of the oldest claimed or failed ledger row.", nil, nil),
 		queue:   prometheus.NewDesc("hookledger_river_jobs", "River jobs not yet finalized, by kind and state.", []string{"kind", "state"}, nil),
@@ -96,12 +113,12 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if claimed, failed, oldest, err := pending(ctx, c.DB); err == nil {
-		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(claimed), "claimed")
-		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(failed), "failed")
-		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest.Seconds())
+	if b, err := c.store.Backlog(ctx); err == nil {
+		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Claimed), string(webhookevent.StatusClaimed))
+		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Failed), string(webhookevent.StatusFailed))
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, b.Oldest.Seconds())
 	}
-	rows, err := c.DB.QueryContext(ctx, `
+	rows, err := c.store.db.QueryContext(ctx, `
 		SELECT kind, state::text, count(*) FROM river_job
 		WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending')
 		GROUP BY kind, state`)

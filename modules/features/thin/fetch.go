@@ -11,6 +11,8 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/hookledger/hookledger/ent"
+	"github.com/hookledger/hookledger/ent/webhookevent"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/provider"
 )
@@ -46,12 +48,12 @@ func (w *fetchWorker) NextRetry(job *river.Job[FetchArgs]) time.Time {
 // error ends the job.
 func (w *fetchWorker) Work(ctx context.Context, job *river.Job[FetchArgs]) error {
 	a := job.Args
-	row, err := ledger.Find(ctx, w.m.ent, a.Namespace, a.EventID)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return river.JobCancel(fmt.Errorf("thin event %s/%s: %w", a.Namespace, a.EventID, err))
+	row, err := w.m.ent.WebhookEvent.Query().Where(webhookevent.Namespace(a.Namespace), webhookevent.EventID(a.EventID)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return river.JobCancel(fmt.Errorf("thin event %s/%s: %w", a.Namespace, a.EventID, ledger.ErrNotFound))
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("read thin event %s/%s: %w", a.Namespace, a.EventID, err)
 	}
 	te, err := decode([]byte(row.Payload))
 	if err != nil {

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -14,17 +13,29 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ent"
+	"github.com/hookledger/hookledger/ent/webhookevent"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/metrics"
 	"github.com/hookledger/hookledger/modules/core/web"
 )
 
+// Ledger is what the admin API reads and requeues through: the methods of
+// *ledger.Store it uses.
+type Ledger interface {
+	List(ctx context.Context, f ledger.Filter) ([]*ent.WebhookEvent, int64, error)
+	Find(ctx context.Context, namespace, eventID string) (*ent.WebhookEvent, error)
+	FindJob(ctx context.Context, namespace, eventID string) (*ledger.Job, error)
+	Requeue(ctx context.Context, namespace, eventID string, force bool) (ledger.RequeueResult, error)
+	RequeueMatching(ctx context.Context, f ledger.Filter, force, dryRun bool) (ledger.RequeueCounts, error)
+	CountByStatus(ctx context.Context) (map[string]int64, bool, error)
+	Backlog(ctx context.Context) (ledger.Backlog, error)
+	DeliveryCounts(ctx context.Context, since time.Time) ([]ledger.DeliveryCount, error)
+}
+
 // Config holds the module's dependencies.
 type Config struct {
 	Token   string
-	DB      *sql.DB
-	Ent     *ent.Client
-	Jobs    ledger.JobRetrier
+	Ledger  Ledger
 	Metrics *metrics.Set
 	// Sources are the configured source names, listed in stats even before
 	// their first duplicate.
@@ -93,7 +104,7 @@ func badRequest(c *gin.Context, msg string) {
 
 // filter reads the list filters shared by list and requeue.
 func filter(c *gin.Context) (ledger.Filter, bool) {
-	f := ledger.Filter{Namespace: c.Query("namespace"), Status: c.Query("status"), Source: c.Query("source"), Type: c.Query("type")}
+	f := ledger.Filter{Namespace: c.Query("namespace"), Status: webhookevent.Status(c.Query("status")), Source: c.Query("source"), Type: c.Query("type")}
 	if f.Status != "" && !ledger.ValidStatus(f.Status) {
 		badRequest(c, "status: want claimed, processing, settled or failed")
 		return f, false
@@ -130,7 +141,7 @@ func (h *handler) list(c *gin.Context) {
 			return
 		}
 	}
-	rows, next, err := ledger.List(c.Request.Context(), h.cfg.Ent, f)
+	rows, next, err := h.cfg.Ledger.List(c.Request.Context(), f)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -151,7 +162,7 @@ func (h *handler) show(c *gin.Context) {
 	if !ok {
 		return
 	}
-	job, err := ledger.FindJob(c.Request.Context(), h.cfg.DB, row.Namespace, row.EventID)
+	job, err := h.cfg.Ledger.FindJob(c.Request.Context(), row.Namespace, row.EventID)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -160,7 +171,7 @@ func (h *handler) show(c *gin.Context) {
 }
 
 func (h *handler) find(c *gin.Context) (*ent.WebhookEvent, bool) {
-	row, err := ledger.Find(c.Request.Context(), h.cfg.Ent, c.Query("namespace"), c.Param("event_id"))
+	row, err := h.cfg.Ledger.Find(c.Request.Context(), c.Query("namespace"), c.Param("event_id"))
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		c.JSON(http.StatusNotFound, gin.H{"error": "event not found"})
@@ -180,7 +191,7 @@ func (h *handler) requeueOne(c *gin.Context) {
 	if !ok {
 		return
 	}
-	res, err := ledger.Requeue(c.Request.Context(), h.cfg.DB, h.cfg.Jobs, row.Namespace, row.EventID, c.Query("force") == "true")
+	res, err := h.cfg.Ledger.Requeue(c.Request.Context(), row.Namespace, row.EventID, c.Query("force") == "true")
 	switch {
 	case errors.Is(err, ledger.ErrSettled):
 		c.JSON(http.StatusConflict, gin.H{"error": err.Error()})
@@ -202,13 +213,13 @@ func (h *handler) requeueMany(c *gin.Context) {
 	}
 	force := c.Query("force") == "true"
 	if f.Status == "" {
-		f.Status = "failed"
+		f.Status = webhookevent.StatusFailed
 	}
-	if f.Status != "failed" && !(f.Status == "settled" && force) {
+	if f.Status != webhookevent.StatusFailed && !(f.Status == webhookevent.StatusSettled && force) {
 		badRequest(c, "status: failed, or settled with force=true")
 		return
 	}
-	counts, err := ledger.RequeueMatching(c.Request.Context(), h.cfg.DB, h.cfg.Jobs, f, force, c.Query("dry_run") == "true")
+	counts, err := h.cfg.Ledger.RequeueMatching(c.Request.Context(), f, force, c.Query("dry_run") == "true")
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -226,7 +237,7 @@ type Rate struct {
 // Duplicates reads every source's duplicates over the last hour and day
 // from delivery_stat, after adding this process's unflushed counts; the
 // configured sources are listed even before their first duplicate.
-func Duplicates(ctx context.Context, db *sql.DB, stats *ledger.DeliveryStats, sources []string) (map[string]Rate, error) {
+func Duplicates(ctx context.Context, l Ledger, stats *ledger.DeliveryStats, sources []string) (map[string]Rate, error) {
 	if err := stats.Flush(ctx); err != nil {
 		return nil, err
 	}
@@ -236,7 +247,7 @@ func Duplicates(ctx context.Context, db *sql.DB, stats *ledger.DeliveryStats, so
 		out[s] = Rate{}
 	}
 	for _, window := range []time.Duration{time.Hour, 24 * time.Hour} {
-		counts, err := ledger.DeliveryCounts(ctx, db, now.Add(-window))
+		counts, err := l.DeliveryCounts(ctx, now.Add(-window))
 		if err != nil {
 			return nil, err
 		}
@@ -258,17 +269,17 @@ func Duplicates(ctx context.Context, db *sql.DB, stats *ledger.DeliveryStats, so
 
 func (h *handler) stats(c *gin.Context) {
 	ctx := c.Request.Context()
-	byStatus, _, err := ledger.CountByStatus(ctx, h.cfg.DB)
+	byStatus, _, err := h.cfg.Ledger.CountByStatus(ctx)
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
-	oldest, err := ledger.OldestPending(ctx, h.cfg.DB)
+	backlog, err := h.cfg.Ledger.Backlog(ctx)
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
-	dups, err := Duplicates(ctx, h.cfg.DB, h.cfg.Stats, h.cfg.Sources)
+	dups, err := Duplicates(ctx, h.cfg.Ledger, h.cfg.Stats, h.cfg.Sources)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -276,7 +287,7 @@ func (h *handler) stats(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{
 		"by_status":              byStatus,
 		"duplicates":             dups,
-		"oldest_pending_seconds": int64(oldest.Seconds()),
+		"oldest_pending_seconds": int64(backlog.Oldest.Seconds()),
 	})
 }
 

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"embed"
 	"fmt"
@@ -32,6 +33,20 @@ type Source struct {
 	Secrets  int
 }
 
+// Ledger is what the console reads and requeues through: the methods of
+// *ledger.Store it uses.
+type Ledger interface {
+	List(ctx context.Context, f ledger.Filter) ([]*ent.WebhookEvent, int64, error)
+	Find(ctx context.Context, namespace, eventID string) (*ent.WebhookEvent, error)
+	FindJob(ctx context.Context, namespace, eventID string) (*ledger.Job, error)
+	Requeue(ctx context.Context, namespace, eventID string, force bool) (ledger.RequeueResult, error)
+	RequeueMatching(ctx context.Context, f ledger.Filter, force, dryRun bool) (ledger.RequeueCounts, error)
+	CountByStatus(ctx context.Context) (map[string]int64, bool, error)
+	Backlog(ctx context.Context) (ledger.Backlog, error)
+	DeliveryCounts(ctx context.Context, since time.Time) ([]ledger.DeliveryCount, error)
+	DeliverySeries(ctx context.Context, since time.Time, step time.Duration) ([]ledger.DeliveryPoint, error)
+}
+
 // Config holds the console's dependencies.
 type Config struct {
 	// Auth authenticates every request and refuses a state-changing one
@@ -41,9 +56,10 @@ type Config struct {
 	CSRFToken string
 	// CSRFField is the form field the Auth middleware reads it from.
 	CSRFField string
-	DB        *sql.DB
-	Ent       *ent.Client
-	Jobs      ledger.JobRetrier
+	Ledger    Ledger
+	// DB is where the overview reads what only it shows: apply latency,
+	// secret use and the first delivery count.
+	DB *sql.DB
 	// Stats is this process's delivery counts, flushed before a page reads
 	// delivery_stat; nil in a process that takes no webhooks.
 	Stats   *ledger.DeliveryStats

@@ -54,7 +54,7 @@ func (h *handler) events(c *gin.Context) {
 		Since: c.Query("since"), Until: c.Query("until"), ID: c.Query("id"), Sources: h.sourceNames(),
 	}
 	if d.ID != "" {
-		rows, err := h.cfg.Ent.WebhookEvent.Query().Where(webhookevent.EventID(d.ID)).Limit(10).All(ctx)
+		rows, _, err := h.cfg.Ledger.List(ctx, ledger.Filter{EventID: d.ID, Limit: 10})
 		if err != nil {
 			h.fail(c, err)
 			return
@@ -74,7 +74,7 @@ func (h *handler) events(c *gin.Context) {
 		h.render(c, "events", "Events", d)
 		return
 	}
-	rows, next, err := ledger.List(ctx, h.cfg.Ent, f)
+	rows, next, err := h.cfg.Ledger.List(ctx, f)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -90,7 +90,7 @@ func (h *handler) events(c *gin.Context) {
 
 // listFilter reads the list filters as the admin API does.
 func listFilter(d eventsData, after string) (ledger.Filter, error) {
-	f := ledger.Filter{Status: d.Status, Source: d.Source, Type: d.Type, Limit: pageSize}
+	f := ledger.Filter{Status: webhookevent.Status(d.Status), Source: d.Source, Type: d.Type, Limit: pageSize}
 	if f.Status != "" && !ledger.ValidStatus(f.Status) {
 		return f, errors.New("status: want claimed, processing, settled or failed")
 	}
@@ -135,7 +135,7 @@ type eventData struct {
 
 func (h *handler) event(c *gin.Context) {
 	ctx := c.Request.Context()
-	row, err := ledger.Find(ctx, h.cfg.Ent, c.Query("namespace"), c.Query("id"))
+	row, err := h.cfg.Ledger.Find(ctx, c.Query("namespace"), c.Query("id"))
 	if errors.Is(err, ledger.ErrNotFound) {
 		h.message(c, http.StatusNotFound, "event not found")
 		return
@@ -158,7 +158,7 @@ func (h *handler) event(c *gin.Context) {
 	if row.ClockSkewMs != nil {
 		d.ClockMS = strconv.FormatInt(*row.ClockSkewMs, 10) + " ms"
 	}
-	if d.Job, err = ledger.FindJob(ctx, h.cfg.DB, row.Namespace, row.EventID); err != nil {
+	if d.Job, err = h.cfg.Ledger.FindJob(ctx, row.Namespace, row.EventID); err != nil {
 		h.fail(c, err)
 		return
 	}
@@ -169,14 +169,14 @@ func (h *handler) event(c *gin.Context) {
 // so, exactly as POST /admin/events/{id}/requeue.
 func (h *handler) requeue(c *gin.Context) {
 	ns, id := c.PostForm("namespace"), c.PostForm("id")
-	res, err := ledger.Requeue(c.Request.Context(), h.cfg.DB, h.cfg.Jobs, ns, id, c.PostForm("force") == "true")
+	res, err := h.cfg.Ledger.Requeue(c.Request.Context(), ns, id, c.PostForm("force") == "true")
 	done := string(res)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		h.message(c, http.StatusNotFound, "event not found")
 		return
 	case errors.Is(err, ledger.ErrSettled):
-		done = "settled"
+		done = string(webhookevent.StatusSettled)
 	case err != nil:
 		h.fail(c, err)
 		return
@@ -191,15 +191,16 @@ type failedData struct {
 }
 
 func (h *handler) failedCount(c *gin.Context) (int, error) {
-	return h.cfg.Ent.WebhookEvent.Query().Where(webhookevent.StatusEQ(webhookevent.StatusFailed)).Count(c.Request.Context())
+	b, err := h.cfg.Ledger.Backlog(c.Request.Context())
+	return int(b.Failed), err
 }
 
 func (h *handler) failed(c *gin.Context) {
-	f := ledger.Filter{Status: "failed", Limit: pageSize}
+	f := ledger.Filter{Status: webhookevent.StatusFailed, Limit: pageSize}
 	if v := c.Query("after"); v != "" {
 		f.After, _ = strconv.ParseInt(v, 10, 64)
 	}
-	rows, next, err := ledger.List(c.Request.Context(), h.cfg.Ent, f)
+	rows, next, err := h.cfg.Ledger.List(c.Request.Context(), f)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -233,7 +234,7 @@ func (h *handler) requeueFailed(c *gin.Context) {
 		h.message(c, http.StatusBadRequest, "confirm the bulk requeue on /console/failed/confirm")
 		return
 	}
-	counts, err := ledger.RequeueMatching(c.Request.Context(), h.cfg.DB, h.cfg.Jobs, ledger.Filter{Status: "failed"}, false, false)
+	counts, err := h.cfg.Ledger.RequeueMatching(c.Request.Context(), ledger.Filter{Status: webhookevent.StatusFailed}, false, false)
 	if err != nil {
 		h.fail(c, err)
 		return

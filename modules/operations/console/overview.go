@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/hookledger/hookledger/ent/webhookevent"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 )
 
@@ -86,7 +87,7 @@ func (h *handler) overview(c *gin.Context) {
 	}
 	now := time.Now()
 	d := overviewData{Window: w, Windows: windows, Generated: now.UTC(), Totals: map[string]int64{}}
-	series, err := ledger.DeliverySeries(ctx, h.cfg.DB, now.Add(-w.Span), w.Step)
+	series, err := h.cfg.Ledger.DeliverySeries(ctx, now.Add(-w.Span), w.Step)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -96,14 +97,16 @@ func (h *handler) overview(c *gin.Context) {
 		d.Totals[p.Outcome] += p.Count
 	}
 	d.DupRate = rate(d.Totals["duplicate"], d.Totals["claimed"])
-	if d.ByStatus, d.Estimated, err = ledger.CountByStatus(ctx, h.cfg.DB); err != nil {
+	if d.ByStatus, d.Estimated, err = h.cfg.Ledger.CountByStatus(ctx); err != nil {
 		h.fail(c, err)
 		return
 	}
-	if d.Oldest, err = ledger.OldestPending(ctx, h.cfg.DB); err != nil {
+	backlog, err := h.cfg.Ledger.Backlog(ctx)
+	if err != nil {
 		h.fail(c, err)
 		return
 	}
+	d.Oldest = backlog.Oldest
 	if d.Latency, err = applyLatency(ctx, h.cfg.DB, now.Add(-w.Span)); err != nil {
 		h.fail(c, err)
 		return
@@ -137,7 +140,7 @@ func readEnforce(d overviewData, now time.Time) enforceReading {
 	if d.FirstStat.Before(time.Unix(1, 0)) || now.Sub(d.FirstStat) < 24*time.Hour {
 		r.Reasons = append(r.Reasons, "less than a day of deliveries recorded: wait for a full day (a week if traffic is low) of real traffic")
 	}
-	if n := d.ByStatus["failed"]; n > 0 {
+	if n := d.ByStatus[string(webhookevent.StatusFailed)]; n > 0 {
 		r.Reasons = append(r.Reasons, fmt.Sprintf("%d failed events: fix the handler and requeue them first", n))
 	}
 	r.Safe = len(r.Reasons) == 0
@@ -156,7 +159,7 @@ func applyLatency(ctx context.Context, db *sql.DB, since time.Time) (latency, er
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM settled_at - received_at)),
 			percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM settled_at - received_at)),
 			max(extract(epoch FROM settled_at - received_at))
-		FROM webhook_event WHERE received_at >= $1 AND status = 'settled' AND settled_at IS NOT NULL`, since).
+		FROM webhook_event WHERE received_at >= $1 AND status = '`+string(webhookevent.StatusSettled)+`' AND settled_at IS NOT NULL`, since).
 		Scan(&l.N, &p50, &p95, &mx)
 	if err != nil {
 		return l, fmt.Errorf("apply latency: %w", err)
@@ -188,7 +191,7 @@ func (h *handler) health(ctx context.Context, now time.Time) ([]sourceHealthRow,
 	for _, s := range h.cfg.Sources {
 		get(s.Name).Source = s
 	}
-	counts, err := ledger.DeliveryCounts(ctx, h.cfg.DB, now.Add(-24*time.Hour))
+	counts, err := h.cfg.Ledger.DeliveryCounts(ctx, now.Add(-24*time.Hour))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,40 @@
+package ledger_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
+)
+
+// TestBacklogUsesThePartialIndex: the backlog every /metrics scrape, the
+// admin stats and the console read goes through the partial index on
+// claimed and failed rows, not a scan of the ledger; counting processing
+// too would lose the index, which is why no query counts it.
+func TestBacklogUsesThePartialIndex(t *testing.T) {
+	db := dbtest.New(t)
+	_, err := db.SQL.Exec(`
+		INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, status, received_at)
+		SELECT 'stripe', 'evt_' || g, 'stripe', 'stripe', 'x', '{}',
+			CASE WHEN g % 2000 = 0 THEN 'failed' WHEN g % 1000 = 0 THEN 'claimed' ELSE 'settled' END,
+			now() - g * interval '1 second'
+		FROM generate_series(1, 20000) g;
+		ANALYZE webhook_event`)
+	require.NoError(t, err)
+	plan := func(query string) string {
+		var p string
+		require.NoError(t, db.SQL.QueryRow(`EXPLAIN (FORMAT JSON) `+query).Scan(&p))
+		return p
+	}
+
+	p := plan(ledger.BacklogQuery)
+	require.Contains(t, p, `"Index Name": "webhookevent_pending"`, p)
+	require.NotContains(t, p, `"Seq Scan"`, p)
+
+	withProcessing := strings.Replace(ledger.BacklogQuery, "IN (", "IN ('processing', ", 1)
+	require.NotEqual(t, ledger.BacklogQuery, withProcessing)
+	require.NotContains(t, plan(withProcessing), "webhookevent_pending", "the index holds no processing rows")
+}
