@@ -21,6 +21,8 @@
 //     DeliveryCounts, DeliverySeries and the Prometheus Collector serve the
 //     admin API, the console and the CLI.
 //
-// Modules register their handlers, workers and periodic jobs in a Registry;
-// InTx gives them a transaction that ent and River share.
+// Modules register their handlers, workers (AddWorker) and periodic jobs in
+// a Registry, which NewRiver only reads, failing on a registration that
+// went wrong. A handler inserts its jobs through the apply's Tx
+// (Tx.InsertJob), which ent and River share.
 package ledger
