@@ -129,6 +129,8 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 }
 
 // registerModules is where every feature module is wired in: one line each.
+// A registration that went wrong (a job kind registered twice) fails
+// NewRiver, and so New, in every role.
 func (a *App) registerModules() {
 	subscription.Register(a.registry, subscription.Config{DB: a.db, Metrics: a.metrics, StripeAPI: provider.StripeAPI{
 		Base: a.cfg.StripeAPIBase, Key: a.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 5 * time.Second}}})

@@ -27,6 +27,8 @@
 // and the backlog (admin stats, the console, every /metrics scrape) names
 // only claimed and failed, which the partial index webhookevent_pending holds.
 //
-// Modules register their handlers, workers and periodic jobs in a Registry;
-// InTx gives them a transaction that ent and River share.
+// Modules register their handlers, workers (AddWorker) and periodic jobs in
+// a Registry, which NewRiver only reads, failing on a registration that
+// went wrong. A handler inserts its jobs through the apply's Tx
+// (Tx.InsertJob), which ent and River share.
 package ledger

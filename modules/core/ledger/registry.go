@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 )
 
 // Event is a claimed ledger row as a handler sees it.
@@ -34,21 +32,16 @@ type Event struct {
 type HandlerFunc func(ctx context.Context, tx *Tx, ev *Event) error
 
 // Registry is what modules register into: event handlers by (provider,
-// event type), River workers for their own job kinds, and, once the River
-// client exists, the way to insert those jobs inside the apply transaction.
-// Register everything before the workers start; it is read-only after.
+// event type), and the River workers and periodic jobs of their own job
+// kinds. Register everything before NewRiver; it only reads the registry,
+// and a registration that went wrong (a kind registered twice, a malformed
+// pattern) makes it fail, so the process does not start.
 type Registry struct {
 	exact    map[string][]HandlerFunc
 	families []family
-	workers  *river.Workers
+	workers  []func(*river.Workers) error
 	periodic []*river.PeriodicJob
-	jobs     JobInserter
-}
-
-// JobInserter inserts River jobs inside a transaction; *river.Client is one.
-type JobInserter interface {
-	InsertTx(ctx context.Context, tx *sql.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
-	InsertManyTx(ctx context.Context, tx *sql.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error)
+	errs     []error
 }
 
 type family struct {
@@ -58,38 +51,32 @@ type family struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{exact: map[string][]HandlerFunc{}, workers: river.NewWorkers()}
+	return &Registry{exact: map[string][]HandlerFunc{}}
 }
 
-// Workers is where modules add the workers of their own job kinds.
-func (r *Registry) Workers() *river.Workers { return r.workers }
+// AddWorker registers the worker of a module's own job kind. NewRiver adds
+// it to its client's workers, after the ledger's own.
+func AddWorker[T river.JobArgs](r *Registry, w river.Worker[T]) {
+	r.workers = append(r.workers, func(ws *river.Workers) error {
+		if err := river.AddWorkerSafely(ws, w); err != nil {
+			return fmt.Errorf("register %T: %w", w, err)
+		}
+		return nil
+	})
+}
 
 // AddPeriodic schedules a job of a module's own; River runs periodic jobs
 // on the elected leader only.
 func (r *Registry) AddPeriodic(j *river.PeriodicJob) { r.periodic = append(r.periodic, j) }
 
-// BindJobs sets the inserter InsertTx uses; NewRiver binds its client.
-func (r *Registry) BindJobs(j JobInserter) { r.jobs = j }
-
-func (r *Registry) insertMany(ctx context.Context, tx *Tx, params []river.InsertManyParams) error {
-	if r.jobs == nil {
-		return errors.New("ledger: registry has no River client bound")
+// addWorkers adds every registered worker to ws and returns what went
+// wrong in the whole registration.
+func (r *Registry) addWorkers(ws *river.Workers) error {
+	errs := append([]error(nil), r.errs...)
+	for _, add := range r.workers {
+		errs = append(errs, add(ws))
 	}
-	if _, err := r.jobs.InsertManyTx(ctx, tx.Tx, params); err != nil {
-		return fmt.Errorf("insert %d jobs: %w", len(params), err)
-	}
-	return nil
-}
-
-// InsertTx inserts a job in tx, so that it commits, or not, with the apply.
-func (r *Registry) InsertTx(ctx context.Context, tx *Tx, args river.JobArgs, opts *river.InsertOpts) error {
-	if r.jobs == nil {
-		return errors.New("ledger: registry has no River client bound")
-	}
-	if _, err := r.jobs.InsertTx(ctx, tx.Tx, args, opts); err != nil {
-		return fmt.Errorf("insert %s job: %w", args.Kind(), err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Handle registers fn for provider's events of type pattern. A pattern
@@ -103,7 +90,7 @@ func (r *Registry) Handle(provider, pattern string, fn HandlerFunc) {
 	case strings.HasSuffix(pattern, ".*"):
 		r.families = append(r.families, family{provider, strings.TrimSuffix(pattern, "*"), fn})
 	case strings.Contains(pattern, "*"):
-		panic(fmt.Sprintf("ledger: pattern %q: a wildcard only stands at the end, after a dot", pattern))
+		r.errs = append(r.errs, fmt.Errorf("handler of %s events %q: a wildcard only stands at the end, after a dot", provider, pattern))
 	default:
 		k := provider + "\x00" + pattern
 		r.exact[k] = append(r.exact[k], fn)

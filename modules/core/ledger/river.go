@@ -42,12 +42,28 @@ type RiverOptions struct {
 // NewRiver builds River on db, the *sql.DB view of the process's pgx pool,
 // so that jobs insert and complete inside ent's transactions. listener is a
 // pool of its own for LISTEN (MaxConns 1); nil polls instead. The client
-// works the apply job and every worker modules added to the registry, and
-// is bound to the registry for the jobs handlers insert.
+// works the apply jobs and every worker and periodic job modules
+// registered; it only reads the registry. A registration that went wrong
+// fails it in every role, an insert-only client's too, so a process of any
+// role refuses to start on a registry that would not run.
 func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client[*sql.Tx], error) {
 	driver := riverdatabasesql.New(db)
 	if listener != nil {
 		driver = riverdatabasesql.NewWithPgxListener(db, listener)
+	}
+	workers := river.NewWorkers()
+	// The ledger's own kinds first: a module that registers one of them is
+	// the one reported.
+	applier := &Applier{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics, Horizon: o.RetryHorizon, Timeout: o.ApplyTimeout}
+	river.AddWorker(workers, &ApplyWorker{Applier: applier})
+	river.AddWorker(workers, &ApplyBatchWorker{Applier: applier})
+	periodic := append([]*river.PeriodicJob(nil), o.Registry.periodic...)
+	if o.Retention > 0 {
+		river.AddWorker(workers, &PruneWorker{DB: db, Retention: o.Retention, Logger: o.Logger.Named("prune")})
+		periodic = append(periodic, PrunePeriodically(time.Hour))
+	}
+	if err := o.Registry.addWorkers(workers); err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
 	}
 	cfg := &river.Config{
 		Logger:               SlogLogger(o.Logger.Named("river")),
@@ -61,26 +77,15 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 		Middleware:    o.Middleware,
 	}
 	if o.Workers > 0 {
-		workers := o.Registry.Workers()
-		// A registry serves one client at a time; a second client on it
-		// reuses the apply worker already there.
-		applier := &Applier{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics, Horizon: o.RetryHorizon, Timeout: o.ApplyTimeout}
-		_ = river.AddWorkerSafely(workers, &ApplyWorker{Applier: applier})
-		_ = river.AddWorkerSafely(workers, &ApplyBatchWorker{Applier: applier})
 		cfg.Workers = workers
 		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}}
 		cfg.ErrorHandler = &errorHandler{logger: o.Logger.Named("river")}
-		cfg.PeriodicJobs = o.Registry.periodic
-		if o.Retention > 0 {
-			_ = river.AddWorkerSafely(workers, &PruneWorker{DB: db, Retention: o.Retention, Logger: o.Logger.Named("prune")})
-			cfg.PeriodicJobs = append(cfg.PeriodicJobs, PrunePeriodically(time.Hour))
-		}
+		cfg.PeriodicJobs = periodic
 	}
 	client, err := river.NewClient(driver, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	o.Registry.BindJobs(client)
 	return client, nil
 }
 

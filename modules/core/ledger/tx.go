@@ -3,30 +3,78 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/hookledger/hookledger/ent"
 )
 
 // Tx is one database transaction seen two ways: the *sql.Tx that River's
-// InsertTx and JobCompleteTx take, and an ent client bound to it.
+// InsertTx and JobCompleteTx take, and an ent client bound to it. It
+// inserts River jobs too, when it was begun with a River client: every
+// transaction a handler runs in was (InsertJob).
 type Tx struct {
 	*sql.Tx
-	Ent *ent.Client
+	Ent  *ent.Client
+	jobs JobInserter
+}
+
+// JobInserter inserts River jobs inside a transaction; *river.Client is one.
+type JobInserter interface {
+	InsertTx(ctx context.Context, tx *sql.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	InsertManyTx(ctx context.Context, tx *sql.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error)
+}
+
+// errNoJobs is InsertJob in a transaction begun without a River client.
+var errNoJobs = errors.New("ledger: this transaction was begun without a River client (InTxWithJobs) and inserts no jobs")
+
+// InsertJob inserts a River job in the transaction, so that the job
+// exists exactly when the transaction commits: in a handler, when the
+// apply does.
+func (tx *Tx) InsertJob(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error {
+	return tx.InsertJobs(ctx, []river.InsertManyParams{{Args: args, InsertOpts: opts}})
+}
+
+// InsertJobs is InsertJob for several jobs, in one statement.
+func (tx *Tx) InsertJobs(ctx context.Context, params []river.InsertManyParams) error {
+	if len(params) == 0 {
+		return nil
+	}
+	if tx.jobs == nil {
+		return errNoJobs
+	}
+	if _, err := tx.jobs.InsertManyTx(ctx, tx.Tx, params); err != nil {
+		what := params[0].Args.Kind() + " job"
+		if len(params) > 1 {
+			what = fmt.Sprintf("%d jobs", len(params))
+		}
+		return fmt.Errorf("insert %s: %w", what, err)
+	}
+	return nil
 }
 
 // InTx begins a transaction on db, hands it to fn and commits when fn
-// returns nil; otherwise, or on panic, it rolls back.
+// returns nil; otherwise, or on panic, it rolls back. Its Tx inserts no
+// jobs.
 func InTx(ctx context.Context, db *sql.DB, fn func(*Tx) error) error {
+	return InTxWithJobs(ctx, db, nil, fn)
+}
+
+// InTxWithJobs is InTx whose Tx inserts jobs through jobs. A River worker
+// passes the client running its job (river.ClientFromContext), as the apply
+// does for its handlers.
+func InTxWithJobs(ctx context.Context, db *sql.DB, jobs JobInserter, fn func(*Tx) error) error {
 	stx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer stx.Rollback() //nolint:errcheck // a no-op after Commit
-	if err := fn(&Tx{Tx: stx, Ent: ent.NewClient(ent.Driver(txDriver{entsql.Conn{ExecQuerier: stx}}))}); err != nil {
+	if err := fn(&Tx{Tx: stx, Ent: ent.NewClient(ent.Driver(txDriver{entsql.Conn{ExecQuerier: stx}})), jobs: jobs}); err != nil {
 		return err
 	}
 	if err := stx.Commit(); err != nil {

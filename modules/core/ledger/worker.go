@@ -112,6 +112,18 @@ type failure struct {
 	kind    failureKind
 }
 
+// inTx begins an apply transaction. Its Tx inserts jobs, the handlers' and
+// a split batch's, through the River client working the job, which River
+// puts in the job's context; a job worked outside River (Work called
+// directly) has none.
+func (a *Applier) inTx(ctx context.Context, fn func(*Tx) error) error {
+	var jobs JobInserter
+	if client, err := river.ClientFromContextSafely[*sql.Tx](ctx); err == nil {
+		jobs = client
+	}
+	return InTxWithJobs(ctx, a.DB, jobs, fn)
+}
+
 // completer completes the running job inside a transaction.
 type completer func(ctx context.Context, tx *Tx) error
 
@@ -123,7 +135,7 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ke
 		done []applied
 		fail *failure
 	)
-	err := InTx(ctx, a.DB, func(tx *Tx) error {
+	err := a.inTx(ctx, func(tx *Tx) error {
 		done, fail = done[:0], nil
 		start := time.Now()
 		locked, err := lockForApply(ctx, tx, keys, force)
@@ -235,7 +247,7 @@ func (a *Applier) split(ctx context.Context, complete completer, keys []EventKey
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var rec failureRecord
-	err := InTx(ctx, a.DB, func(tx *Tx) error {
+	err := a.inTx(ctx, func(tx *Tx) error {
 		params := make([]river.InsertManyParams, 0, len(keys))
 		for _, k := range keys {
 			p := river.InsertManyParams{Args: ApplyArgs{Namespace: k.Namespace, EventID: k.EventID, Force: force}}
@@ -255,7 +267,7 @@ func (a *Applier) split(ctx context.Context, complete completer, keys []EventKey
 			}
 			params = append(params, p)
 		}
-		if err := a.Registry.insertMany(ctx, tx, params); err != nil {
+		if err := tx.InsertJobs(ctx, params); err != nil {
 			return err
 		}
 		return complete(ctx, tx)

@@ -21,17 +21,16 @@ type Config struct {
 
 // Register adds the module's handlers and its receipt worker.
 func Register(reg *ledger.Registry, cfg Config) {
-	m := &module{cfg: cfg, reg: reg}
+	m := &module{cfg: cfg}
 	reg.Handle("stripe", "payment_intent.succeeded", m.stripePaymentIntent)
 	reg.Handle("stripe", "charge.refunded", m.stripeChargeRefunded)
 	reg.Handle("stripe", "invoice.paid", m.stripeInvoicePaid)
 	reg.Handle("paddle", "transaction.completed", m.paddleTransaction)
-	addReceiptWorker(reg, cfg)
+	ledger.AddWorker(reg, &receiptWorker{cfg: cfg})
 }
 
 type module struct {
 	cfg Config
-	reg *ledger.Registry
 }
 
 // Payment is one provider payment as an event describes it.
@@ -96,7 +95,7 @@ func (m *module) record(ctx context.Context, tx *ledger.Tx, ev *ledger.Event, p 
 	if err != nil || !created {
 		return err
 	}
-	return m.reg.InsertTx(ctx, tx, ReceiptArgs{PaymentID: p.ExternalID, Provider: p.Provider, Namespace: p.Namespace}, nil)
+	return tx.InsertJob(ctx, ReceiptArgs{PaymentID: p.ExternalID, Provider: p.Provider, Namespace: p.Namespace}, nil)
 }
 
 // stripeObject is the data.object of the Stripe events handled here.

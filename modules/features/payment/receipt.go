@@ -8,8 +8,6 @@ import (
 
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
-
-	"github.com/hookledger/hookledger/modules/core/ledger"
 )
 
 // ReceiptArgs is the payment_receipt job: one per payment.
@@ -59,10 +57,6 @@ func (s LogSender) SendReceipt(_ context.Context, r Receipt) error {
 type receiptWorker struct {
 	river.WorkerDefaults[ReceiptArgs]
 	cfg Config
-}
-
-func addReceiptWorker(reg *ledger.Registry, cfg Config) {
-	river.AddWorker(reg.Workers(), &receiptWorker{cfg: cfg})
 }
 
 // Work reads the payment and hands it to the sender.

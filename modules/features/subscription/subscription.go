@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/riverqueue/river"
-
 	entsub "github.com/hookledger/hookledger/ent/subscription"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/metrics"
@@ -29,14 +27,14 @@ type Config struct {
 
 // Register adds the module's event handlers and its re-fetch worker.
 func Register(reg *ledger.Registry, cfg Config) {
-	m := &module{cfg: cfg, reg: reg}
+	m := &module{cfg: cfg}
 	for _, t := range stripeTypes {
 		reg.Handle("stripe", t, m.applyStripe)
 	}
 	for _, t := range paddleTypes {
 		reg.Handle("paddle", t, m.applyPaddle)
 	}
-	river.AddWorker(reg.Workers(), &refetchWorker{cfg: cfg})
+	ledger.AddWorker(reg, &refetchWorker{cfg: cfg})
 }
 
 // The event types applied, each carrying the whole subscription. They are
@@ -57,7 +55,6 @@ var (
 
 type module struct {
 	cfg Config
-	reg *ledger.Registry
 }
 
 // state is one version of a subscription, ready to be written.
@@ -230,7 +227,7 @@ func (m *module) applyStripe(ctx context.Context, tx *ledger.Tx, ev *ledger.Even
 	if (w == tieKept || w == tieApplied) && m.cfg.StripeAPI.Key != "" {
 		// The truth is one API call away, but never inside the apply: the
 		// call goes out from a job of its own, committed with this apply.
-		return m.reg.InsertTx(ctx, tx, RefetchArgs{Namespace: s.Namespace, SubscriptionID: s.ExternalID, Version: s.Version, EventID: s.EventID}, nil)
+		return tx.InsertJob(ctx, RefetchArgs{Namespace: s.Namespace, SubscriptionID: s.ExternalID, Version: s.Version, EventID: s.EventID}, nil)
 	}
 	return nil
 }

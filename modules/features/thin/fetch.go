@@ -2,6 +2,7 @@ package thin
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,7 +73,9 @@ func (w *fetchWorker) Work(ctx context.Context, job *river.Job[FetchArgs]) error
 		return river.JobCancel(err)
 	}
 	snap := snapshotType(te.Type)
-	err = ledger.InTx(ctx, w.m.cfg.DB, func(tx *ledger.Tx) error {
+	// The snapshot type's handlers insert their jobs (a payment's receipt)
+	// in this transaction, through the client working this job.
+	err = ledger.InTxWithJobs(ctx, w.m.cfg.DB, river.ClientFromContext[*sql.Tx](ctx), func(tx *ledger.Tx) error {
 		if twin, err := twinInLedger(ctx, tx.Ent, a.Namespace, te.SnapshotEvent); err != nil || twin {
 			return err
 		}

@@ -11,7 +11,6 @@ import (
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
-	"github.com/riverqueue/river"
 
 	"github.com/hookledger/hookledger/ent"
 	"github.com/hookledger/hookledger/ent/webhookevent"
@@ -34,7 +33,7 @@ type Config struct {
 func Register(reg *ledger.Registry, cfg Config) {
 	m := &module{cfg: cfg, reg: reg, ent: ent.NewClient(ent.Driver(entsql.OpenDB(dialect.Postgres, cfg.DB)))}
 	reg.Handle("stripe", "v1.*", m.apply)
-	river.AddWorker(reg.Workers(), &fetchWorker{m: m})
+	ledger.AddWorker(reg, &fetchWorker{m: m})
 }
 
 type module struct {
@@ -93,7 +92,7 @@ func (m *module) apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) err
 	if twin, err := twinInLedger(ctx, tx.Ent, ev.Namespace, te.SnapshotEvent); err != nil || twin {
 		return err
 	}
-	return m.reg.InsertTx(ctx, tx, FetchArgs{Namespace: ev.Namespace, EventID: ev.EventID}, nil)
+	return tx.InsertJob(ctx, FetchArgs{Namespace: ev.Namespace, EventID: ev.EventID}, nil)
 }
 
 // twinInLedger reports whether the snapshot event id is in the namespace's

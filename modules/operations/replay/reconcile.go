@@ -32,7 +32,7 @@ type ReconcileConfig struct {
 
 // RegisterReconcile schedules reconciliation on the elected leader.
 func RegisterReconcile(reg *ledger.Registry, cfg ReconcileConfig) {
-	river.AddWorker(reg.Workers(), &reconcileWorker{cfg: cfg})
+	ledger.AddWorker(reg, &reconcileWorker{cfg: cfg})
 	reg.AddPeriodic(river.NewPeriodicJob(river.PeriodicInterval(cfg.Interval),
 		func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil },
 		&river.PeriodicJobOpts{RunOnStart: true, ID: "reconcile_stripe"}))
@@ -59,6 +59,8 @@ type reconcileWorker struct {
 // Work replays Stripe's undelivered events since the watermark, then moves
 // the watermark to the start of this run.
 func (w *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
+	// The claims insert their apply jobs through the River client working
+	// this job, as any job of a module's own inserts outside an apply.
 	client, err := river.ClientFromContextSafely[*sql.Tx](ctx)
 	if err != nil {
 		return err

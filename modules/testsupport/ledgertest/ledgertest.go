@@ -1,6 +1,6 @@
 // Package ledgertest is the test harness modules share: a database of the
-// test's own, a registry, a River client bound to it and helpers that claim
-// and apply events the way the HTTP path and the worker do.
+// test's own, a registry, a River client built from it and helpers that
+// claim and apply events the way the HTTP path and the worker do.
 package ledgertest
 
 import (
@@ -74,11 +74,12 @@ func (h *Harness) Claim(t testing.TB, provider, id, typ string, payload []byte) 
 }
 
 // Apply runs the apply step of one event in a transaction of its own, as
-// the worker does, and returns the handlers' error.
+// the worker does (the handlers' jobs insert through the harness's River
+// client), and returns the handlers' error.
 func (h *Harness) Apply(t testing.TB, namespace, id string, force bool) error {
 	t.Helper()
 	ctx := context.Background()
-	return ledger.InTx(ctx, h.DB.SQL, func(tx *ledger.Tx) error {
+	return ledger.InTxWithJobs(ctx, h.DB.SQL, h.River, func(tx *ledger.Tx) error {
 		_, _, err := ledger.Apply(ctx, tx, h.Registry, ledger.ApplyArgs{Namespace: namespace, EventID: id, Force: force})
 		return err
 	})
