@@ -26,6 +26,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/ent"
+	"github.com/hookledger/hookledger/modules/core/intake"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/metrics"
 	"github.com/hookledger/hookledger/modules/core/provider"
@@ -151,9 +152,9 @@ func (a *App) registerModules() {
 
 // source is the configured source called name, or an unconfigured one of
 // providerName in its default namespace (replay needs no secret).
-func (a *App) source(name, providerName string) *receiver.Source {
+func (a *App) source(name, providerName string) *intake.Source {
 	p, _ := provider.Lookup(providerName)
-	src := &receiver.Source{Name: name, Namespace: providerName, Provider: p, BodyDedup: true}
+	src := &intake.Source{Name: name, Namespace: providerName, Provider: p, BodyDedup: true}
 	if s, ok := a.cfg.Source(name); ok {
 		src.Namespace, src.BodyDedup = s.Namespace, s.BodyDedup
 	}
@@ -231,8 +232,8 @@ func (a *App) sources() ([]receiver.Source, error) {
 		for i, sec := range s.Secrets {
 			secrets[i] = []byte(sec.Reveal())
 		}
-		src := receiver.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, Secrets: secrets, Tolerance: s.Tolerance,
-			ReplayToken: a.cfg.ReplayTokenOf(s).Reveal(), BodyDedup: s.BodyDedup}
+		src := receiver.Source{Source: intake.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, BodyDedup: s.BodyDedup},
+			Secrets: secrets, Tolerance: s.Tolerance, ReplayToken: a.cfg.ReplayTokenOf(s).Reveal()}
 		if src.AllowIPs, err = a.allowList(s); err != nil {
 			return nil, err
 		}
