@@ -24,6 +24,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/modules/core/intake"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/metrics"
 	"github.com/hookledger/hookledger/modules/core/provider"
@@ -141,19 +142,20 @@ func (a *App) registerModules() {
 	branchhead.Register(a.registry)
 	if a.cfg.ReconcileInterval > 0 {
 		replay.RegisterReconcile(a.registry, replay.ReconcileConfig{
-			DB: a.db, Source: a.source(a.cfg.ReconcileSource, "stripe"),
+			DB: a.db, Source: intakeSource(a.cfg, a.cfg.ReconcileSource, "stripe"),
 			Stripe:   replay.StripeOptions{APIBase: a.cfg.StripeAPIBase, APIKey: a.cfg.StripeAPIKey.Reveal()},
 			Interval: a.cfg.ReconcileInterval, Window: a.cfg.ReconcileWindow, Logger: a.log.Named("reconcile"),
 		})
 	}
 }
 
-// source is the configured source called name, or an unconfigured one of
-// providerName in its default namespace (replay needs no secret).
-func (a *App) source(name, providerName string) *receiver.Source {
+// intakeSource is the configured source called name, or an unconfigured
+// one of providerName in its default namespace (replay and reconcile need
+// no secret).
+func intakeSource(cfg *config.Config, name, providerName string) *intake.Source {
 	p, _ := provider.Lookup(providerName)
-	src := &receiver.Source{Name: name, Namespace: providerName, Provider: p, BodyDedup: true}
-	if s, ok := a.cfg.Source(name); ok {
+	src := &intake.Source{Name: name, Namespace: providerName, Provider: p, BodyDedup: true}
+	if s, ok := cfg.Source(name); ok {
 		src.Namespace, src.BodyDedup = s.Namespace, s.BodyDedup
 	}
 	return src
@@ -243,8 +245,8 @@ func (a *App) sources() ([]receiver.Source, error) {
 		for i, sec := range s.Secrets {
 			secrets[i] = []byte(sec.Reveal())
 		}
-		src := receiver.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, Secrets: secrets, Tolerance: s.Tolerance,
-			ReplayToken: a.cfg.ReplayTokenOf(s).Reveal(), BodyDedup: s.BodyDedup}
+		src := receiver.Source{Source: intake.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, BodyDedup: s.BodyDedup},
+			Secrets: secrets, Tolerance: s.Tolerance, ReplayToken: a.cfg.ReplayTokenOf(s).Reveal()}
 		if src.AllowIPs, err = a.allowList(s); err != nil {
 			return nil, err
 		}

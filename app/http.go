@@ -107,7 +107,6 @@ func (a *App) buildHTTP() error {
 			ShortCircuit: gate,
 			Sources:      sources,
 			Claimer:      claimer,
-			LogOnly:      a.cfg.ClaimMode == config.ClaimLogOnly,
 			MaxBodyBytes: a.cfg.MaxBodyBytes,
 			BodyBudget:   a.cfg.InflightBodyBytes,
 			ClaimTimeout: a.cfg.ClaimTimeout,

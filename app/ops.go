@@ -19,7 +19,6 @@ import (
 	"github.com/hookledger/hookledger/ent/webhookevent"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/metrics"
-	"github.com/hookledger/hookledger/modules/core/receiver"
 	"github.com/hookledger/hookledger/modules/operations/admin"
 )
 
@@ -61,12 +60,6 @@ func openOps(ctx context.Context) (*opsEnv, error) {
 		return nil, err
 	}
 	return &opsEnv{cfg: cfg, store: ledger.NewStore(db, jobs, ledger.StoreOptions{}), close: closeAll}, nil
-}
-
-// source is the configured source called name, as App.source finds it
-// (from the configuration alone).
-func (e *opsEnv) source(name, providerName string) *receiver.Source {
-	return (&App{cfg: e.cfg}).source(name, providerName)
 }
 
 // parseWhen reads a point in time: RFC 3339, Unix seconds, or a duration

@@ -158,16 +158,16 @@ type tracedClaimer struct {
 	tracer trace.Tracer
 }
 
-func (t tracedClaimer) Claim(ctx context.Context, in ledger.Claim) (bool, error) {
+func (t tracedClaimer) Claim(ctx context.Context, in ledger.Claim) (ledger.ClaimResult, error) {
 	ctx, span := t.tracer.Start(ctx, "ledger.claim", trace.WithAttributes(
 		attribute.String("hookledger.namespace", in.Namespace), attribute.String("hookledger.event_id", in.EventID)))
 	defer span.End()
-	claimed, err := t.Claimer.Claim(ctx, in)
-	span.SetAttributes(attribute.Bool("hookledger.claimed", claimed))
+	res, err := t.Claimer.Claim(ctx, in)
+	span.SetAttributes(attribute.Bool("hookledger.claimed", res == ledger.Claimed))
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	}
-	return claimed, err
+	return res, err
 }
 
 // pgxTracer gives each SQL statement a client span.

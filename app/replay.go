@@ -150,7 +150,7 @@ func replayGitHubCommand() *cobra.Command {
 					return err
 				}
 				defer env.close()
-				ns := env.source(source, "github").Namespace
+				ns := intakeSource(env.cfg, source, "github").Namespace
 				o.Seen = func(ctx context.Context, guid string) (bool, error) {
 					_, err := env.store.Find(ctx, ns, guid)
 					if errors.Is(err, ledger.ErrNotFound) {
@@ -207,7 +207,7 @@ func replaySink(ctx context.Context, cfg *config.Config, providerName, sourceNam
 	if err != nil {
 		return nil, nil, err
 	}
-	return &replay.Direct{Source: env.source(sourceName, providerName), Claimer: env.store}, env.close, nil
+	return &replay.Direct{Source: intakeSource(env.cfg, sourceName, providerName), Claimer: env.store}, env.close, nil
 }
 
 // progressReporter shows a live counter on a terminal and nothing

@@ -2,26 +2,22 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
 	"sync/atomic"
 	"time"
-
-	"github.com/riverqueue/river"
 )
 
 // Batcher is group commit for claims: concurrent deliveries are gathered
-// into one transaction (one multi-row INSERT ... ON CONFLICT DO NOTHING
-// RETURNING and one apply_batch job for the events it claimed, which a
-// worker applies in one transaction too), and each request still
-// gets its own answer, only after the commit. An idle Batcher adds no wait:
+// into one transaction, the claim of Store.Claim run for all of them (one
+// INSERT ... ON CONFLICT DO NOTHING RETURNING and one apply_batch job for
+// the events it claimed, which a worker applies in one transaction too),
+// and each request still gets its own answer, only after the commit. An idle Batcher adds no wait:
 // a request finds an idle committer and goes alone; under load, requests
 // that arrive while every committer is busy ride in the next transaction.
 // If a batch fails, each of its requests is claimed again in a transaction
 // of its own, so one bad row cannot fail the others.
 type Batcher struct {
-	claimer  *Store
+	store    *Store
 	requests chan *waiting
 	maxBatch int
 	// Batches counts committed batches and Claims the requests in them.
@@ -29,17 +25,17 @@ type Batcher struct {
 }
 
 type waiting struct {
-	ctx     context.Context
-	claim   Claim
-	claimed bool
-	err     error
-	done    chan struct{}
+	ctx    context.Context
+	claim  Claim
+	result ClaimResult
+	err    error
+	done   chan struct{}
 }
 
-// NewBatcher starts the given number of committer goroutines, which claim through c's database
-// and River client; they stop when ctx ends.
-func NewBatcher(ctx context.Context, c *Store, committers, maxBatch int) *Batcher {
-	b := &Batcher{claimer: c, requests: make(chan *waiting, committers*maxBatch), maxBatch: maxBatch}
+// NewBatcher starts the given number of committer goroutines, which claim
+// through s; they stop when ctx ends.
+func NewBatcher(ctx context.Context, s *Store, committers, maxBatch int) *Batcher {
+	b := &Batcher{store: s, requests: make(chan *waiting, committers*maxBatch), maxBatch: maxBatch}
 	for range committers {
 		go b.commitLoop(ctx)
 	}
@@ -50,25 +46,25 @@ func NewBatcher(ctx context.Context, c *Store, committers, maxBatch int) *Batche
 // the group-commit queue.
 func (b *Batcher) Queued() int { return len(b.requests) }
 
-// Claim waits for the batch holding in to commit and returns whether this
-// request claimed the event. A payload that jsonb would refuse is refused
-// before it joins a batch.
-func (b *Batcher) Claim(ctx context.Context, in Claim) (bool, error) {
+// Claim waits for the batch holding in to commit and returns what it did
+// with this request: Claimed for the first request of a new event. A
+// payload that jsonb would refuse is refused before it joins a batch.
+func (b *Batcher) Claim(ctx context.Context, in Claim) (ClaimResult, error) {
 	if err := CheckPayload(in.Payload); err != nil {
-		return false, fmt.Errorf("claim %s/%s: %w", in.Namespace, in.EventID, err)
+		return 0, fmt.Errorf("claim %s/%s: %w", in.Namespace, in.EventID, err)
 	}
 	p := &waiting{ctx: ctx, claim: in, done: make(chan struct{})}
 	select {
 	case b.requests <- p:
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return 0, ctx.Err()
 	}
 	select {
 	case <-p.done:
-		return p.claimed, p.err
+		return p.result, p.err
 	case <-ctx.Done():
 		// The batch may still commit; the provider retries and gets a duplicate.
-		return false, ctx.Err()
+		return 0, ctx.Err()
 	}
 }
 
@@ -110,20 +106,25 @@ func (b *Batcher) commit(batch []*waiting) {
 		return
 	}
 	if len(live) > 1 {
+		rows := make([]Claim, len(live))
+		for i, p := range live {
+			rows[i] = p.claim
+		}
 		ctx, cancel := batchContext(live)
-		err := b.claimBatch(ctx, live)
+		res, err := b.store.claim(ctx, rows)
 		cancel()
 		if err == nil {
 			b.Batches.Add(1)
 			b.Claims.Add(int64(len(live)))
-			for _, p := range live {
+			for i, p := range live {
+				p.result = res[i]
 				close(p.done)
 			}
 			return
 		}
 	}
 	for _, p := range live {
-		p.claimed, p.err = b.claimer.Claim(p.ctx, p.claim)
+		p.result, p.err = b.store.Claim(p.ctx, p.claim)
 		close(p.done)
 	}
 }
@@ -142,109 +143,4 @@ func batchContext(batch []*waiting) (context.Context, context.CancelFunc) {
 		}
 	}
 	return context.WithDeadline(context.Background(), latest)
-}
-
-// claimBatch inserts the batch's rows in key order (so concurrent batches
-// lock in the same order and cannot deadlock), learns from RETURNING which
-// keys this transaction inserted, gives each inserted key's first request
-// the claim, and enqueues their jobs with InsertManyTx.
-func (b *Batcher) claimBatch(ctx context.Context, batch []*waiting) error {
-	sort.SliceStable(batch, func(i, j int) bool { return batch[i].claim.key().less(batch[j].claim.key()) })
-	n := len(batch)
-	var (
-		namespaces, eventIDs, providers, sources, types, headers = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		payloads                                                 = make([]string, n) // text whatever pgx's query mode (bytes would go as bytea)
-		secretIdx, skews                                         = make([]*int64, n), make([]*int64, n)
-		occurred                                                 = make([]*time.Time, n)
-		replayed                                                 = make([]bool, n)
-		digests                                                  = make([]*string, n)
-	)
-	for i, p := range batch {
-		c := p.claim
-		namespaces[i], eventIDs[i], providers[i], sources[i], types[i] = c.Namespace, c.EventID, c.Provider, c.Source, c.Type
-		payloads[i] = string(c.Payload)
-		h, err := json.Marshal(c.Headers)
-		if err != nil {
-			return err
-		}
-		headers[i] = string(h)
-		if c.SecretIndex != nil {
-			v := int64(*c.SecretIndex)
-			secretIdx[i] = &v
-		}
-		if c.ClockSkew != nil {
-			v := c.ClockSkew.Milliseconds()
-			skews[i] = &v
-		}
-		if !c.OccurredAt.IsZero() {
-			t := c.OccurredAt
-			occurred[i] = &t
-		}
-		replayed[i] = c.Replayed
-		if c.BodyDigest != "" {
-			digests[i] = &c.BodyDigest
-		}
-	}
-	return InTx(ctx, b.claimer.db, func(tx *Tx) error {
-		rows, err := tx.QueryContext(ctx, `
-			INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, headers,
-				secret_index, clock_skew_ms, occurred_at, replayed, body_digest)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
-				$8::bigint[], $9::bigint[], $10::timestamptz[], $11::boolean[], $12::text[])
-			ON CONFLICT DO NOTHING
-			RETURNING namespace, event_id`,
-			namespaces, eventIDs, providers, sources, types, payloads, headers, secretIdx, skews, occurred, replayed, digests)
-		if err != nil {
-			return fmt.Errorf("batch claim: %w", err)
-		}
-		inserted := map[[2]string]bool{}
-		for rows.Next() {
-			var k [2]string
-			if err := rows.Scan(&k[0], &k[1]); err != nil {
-				rows.Close()
-				return err
-			}
-			inserted[k] = true
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("batch claim: %w", err)
-		}
-		var (
-			jobs    []river.InsertManyParams
-			claimed []EventKey
-		)
-		for _, p := range batch {
-			k := [2]string{p.claim.Namespace, p.claim.EventID}
-			p.claimed = inserted[k]
-			delete(inserted, k) // a second request for the key in this batch is a duplicate
-			switch {
-			case b.claimer.logOnly && !p.claimed:
-				if ok, err := hasRow(ctx, tx, p.claim); err != nil {
-					return err
-				} else if ok {
-					jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: k[0], EventID: k[1], Force: true}})
-				}
-			case b.claimer.logOnly:
-				jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: k[0], EventID: k[1], Force: true}})
-			case p.claimed:
-				claimed = append(claimed, EventKey{Namespace: k[0], EventID: k[1]})
-			}
-		}
-		switch {
-		case len(claimed) == 1:
-			jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: claimed[0].Namespace, EventID: claimed[0].EventID}})
-		case len(claimed) > 1:
-			// The events claimed together are applied together.
-			jobs = append(jobs, river.InsertManyParams{Args: ApplyBatchArgs{Events: claimed}})
-		}
-		if len(jobs) > 0 {
-			if _, err := b.claimer.jobs.InsertManyTx(ctx, tx.Tx, jobs); err != nil {
-				return fmt.Errorf("batch enqueue: %w", err)
-			}
-		}
-		return nil
-	})
 }

@@ -47,12 +47,12 @@ func TestBatcherClaimsEachEventOnce(t *testing.T) {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				ok, err := b.Claim(ctx, claimOf(fmt.Sprintf("evt_b%d", i), "invoice.paid"))
+				res, err := b.Claim(ctx, claimOf(fmt.Sprintf("evt_b%d", i), "invoice.paid"))
 				if err != nil {
 					t.Error(err) // reported from this goroutine; require stops only the test's own
 					return
 				}
-				if ok {
+				if res == ledger.Claimed {
 					claimed.Add(1)
 				}
 			}()
@@ -81,16 +81,16 @@ func TestBatcherFallsBackWhenABatchFails(t *testing.T) {
 	require.NoError(t, err)
 
 	type result struct {
-		id      string
-		claimed bool
-		err     error
+		id  string
+		res ledger.ClaimResult
+		err error
 	}
 	results := make(chan result, 21)
 	claim := func(c ledger.Claim) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		ok, err := b.Claim(ctx, c)
-		results <- result{c.EventID, ok, err}
+		res, err := b.Claim(ctx, c)
+		results <- result{c.EventID, res, err}
 	}
 	go claim(claimOf("evt_first", "invoice.paid"))
 	waitLockWaiter(t, h)
@@ -113,7 +113,7 @@ func TestBatcherFallsBackWhenABatchFails(t *testing.T) {
 			continue
 		}
 		require.NoError(t, r.err, r.id)
-		require.True(t, r.claimed, r.id)
+		require.Equal(t, ledger.Claimed, r.res, r.id)
 	}
 	require.Equal(t, 20, h.DB.Count(t, `SELECT count(*) FROM webhook_event`))
 	require.Equal(t, 20, h.DB.Count(t, ledgertest.JobCoverageSQL))
@@ -126,12 +126,12 @@ func TestBatcherAlonePassesStraightThrough(t *testing.T) {
 	in := claimOf("evt_alone", "invoice.paid")
 	idx := 1
 	in.SecretIndex = &idx
-	ok, err := b.Claim(context.Background(), in)
+	res, err := b.Claim(context.Background(), in)
 	require.NoError(t, err)
-	require.True(t, ok)
-	ok, err = b.Claim(context.Background(), in)
+	require.Equal(t, ledger.Claimed, res)
+	res, err = b.Claim(context.Background(), in)
 	require.NoError(t, err)
-	require.False(t, ok)
+	require.Equal(t, ledger.Duplicate, res)
 	require.Zero(t, b.Batches.Load(), "an idle batcher never waits to gather")
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE secret_index = 1 AND headers->>'User-Agent' = 'Stripe/1.0'`))
 }
@@ -246,4 +246,115 @@ func TestBatchApplyAllInOneTransaction(t *testing.T) {
 	job, err := store(h).FindJob(context.Background(), "stripe", "evt_all_3")
 	require.NoError(t, err)
 	require.Equal(t, "completed", job.State)
+}
+
+// deliveries exercises every branch of the claim: new events with and
+// without the optional columns, a redelivery inside the same batch and one
+// of an event committed before it, and, for a provider that signs only the
+// body, a body replayed under a forged id and a redelivery of the body's
+// own id.
+func deliveries() []ledger.Claim {
+	full := claimOf("evt_full", "invoice.paid")
+	idx, skew := 2, 1500*time.Millisecond
+	full.SecretIndex, full.ClockSkew, full.OccurredAt = &idx, &skew, time.Unix(1_700_000_000, 0)
+	bare := claimOf("evt_bare", "invoice.paid")
+	bare.Headers, bare.Replayed = nil, true
+	push := func(id string) ledger.Claim {
+		return ledger.Claim{Namespace: "github", EventID: id, Provider: "github", Source: "github", Type: "push",
+			Payload: []byte(`{"ref":"refs/heads/main"}`), BodyDigest: "digest-of-the-push"}
+	}
+	first := claimOf("evt_first", "invoice.paid")
+	return []ledger.Claim{first, full, bare, full, push("guid-1"), push("guid-forged"), push("guid-1"), first}
+}
+
+// claimSnapshot is what a claim leaves in the database: every ledger row
+// and, per event, the apply jobs that cover it.
+func claimSnapshot(t *testing.T, h *ledgertest.Harness) (rows, jobs string) {
+	t.Helper()
+	require.NoError(t, h.DB.SQL.QueryRow(`SELECT string_agg(row(namespace, event_id, provider, source, event_type, payload, headers,
+		secret_index, clock_skew_ms, occurred_at, replayed, body_digest, status, attempts)::text, E'\n' ORDER BY namespace, event_id) FROM webhook_event`).Scan(&rows))
+	require.NoError(t, h.DB.SQL.QueryRow(`SELECT string_agg(k, E'\n' ORDER BY k) FROM (
+		SELECT (args->>'namespace') || '/' || (args->>'event_id') || ' force=' || COALESCE(args->>'force', 'false') AS k FROM river_job WHERE kind = 'apply_event'
+		UNION ALL
+		SELECT (e->>'namespace') || '/' || (e->>'event_id') || ' force=false' FROM river_job, jsonb_array_elements(args->'events') e WHERE kind = 'apply_batch') j`).Scan(&jobs))
+	return rows, jobs
+}
+
+// TestOneClaimForOneAndMany: the same deliveries claimed one by one
+// (Store.Claim) and together in one group-commit transaction (Batcher)
+// give the same answers, the same ledger rows and the same jobs, in both
+// claim modes.
+func TestOneClaimForOneAndMany(t *testing.T) {
+	const (
+		C = ledger.Claimed
+		D = ledger.Duplicate
+		R = ledger.DuplicateReapplied
+	)
+	for _, tc := range []struct {
+		name    string
+		logOnly bool
+		want    []ledger.ClaimResult
+		jobs    string
+	}{
+		{"enforce", false, []ledger.ClaimResult{C, C, C, D, C, D, D, D},
+			"github/guid-1 force=false\nstripe/evt_bare force=false\nstripe/evt_first force=false\nstripe/evt_full force=false"},
+		{"log-only", true, []ledger.ClaimResult{C, C, C, R, C, D, R, R},
+			"github/guid-1 force=true\ngithub/guid-1 force=true\nstripe/evt_bare force=true\nstripe/evt_first force=true\nstripe/evt_first force=true\nstripe/evt_full force=true\nstripe/evt_full force=true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := deliveries()
+
+			one := ledgertest.New(t, 0, nil)
+			store := ledger.NewStore(one.DB.SQL, one.River, ledger.StoreOptions{LogOnly: tc.logOnly})
+			var alone []ledger.ClaimResult
+			for _, c := range in {
+				res, err := store.Claim(context.Background(), c)
+				require.NoError(t, err, c.EventID)
+				alone = append(alone, res)
+			}
+			require.Equal(t, tc.want, alone, "claimed one by one")
+
+			many := ledgertest.New(t, 0, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			b := ledger.NewBatcher(ctx, ledger.NewStore(many.DB.SQL, many.River, ledger.StoreOptions{LogOnly: tc.logOnly}), 1, 256)
+			lock, err := many.DB.SQL.Begin()
+			require.NoError(t, err)
+			_, err = lock.Exec(`LOCK TABLE webhook_event IN SHARE MODE`)
+			require.NoError(t, err)
+			together := make([]ledger.ClaimResult, len(in))
+			errs := make([]error, len(in))
+			var wg sync.WaitGroup
+			for i, c := range in {
+				wg.Go(func() { together[i], errs[i] = b.Claim(context.Background(), c) })
+				// The first holds the committer on the lock; the others
+				// queue in this order and then commit as one batch.
+				if i == 0 {
+					waitLockWaiter(t, many)
+				} else {
+					waitQueued(t, b, i)
+				}
+			}
+			require.NoError(t, lock.Rollback())
+			wg.Wait()
+			for i, err := range errs {
+				require.NoError(t, err, in[i].EventID)
+			}
+			require.Equal(t, int64(1), b.Batches.Load())
+			require.Equal(t, int64(len(in)-1), b.Claims.Load(), "all but the first in one transaction")
+			require.Equal(t, tc.want, together, "claimed together")
+
+			rows, jobs := claimSnapshot(t, one)
+			rowsMany, jobsMany := claimSnapshot(t, many)
+			require.Equal(t, rows, rowsMany)
+			require.Equal(t, jobs, jobsMany)
+			require.Equal(t, tc.jobs, jobs)
+			require.Equal(t, 4, one.DB.Count(t, `SELECT count(*) FROM webhook_event`), "a forged id with a known body writes nothing")
+			require.Equal(t, 1, one.DB.Count(t, `SELECT count(*) FROM webhook_event
+				WHERE event_id = 'evt_full' AND secret_index = 2 AND clock_skew_ms = 1500 AND occurred_at = to_timestamp(1700000000) AND NOT replayed`))
+			require.Equal(t, 1, one.DB.Count(t, `SELECT count(*) FROM webhook_event
+				WHERE event_id = 'evt_bare' AND secret_index IS NULL AND clock_skew_ms IS NULL AND occurred_at IS NULL AND replayed`))
+		})
+	}
 }

@@ -2,10 +2,14 @@ package ledger
 
 import (
 	"context"
-	"database/sql"
-	"errors"
+	"encoding/json"
 	"fmt"
+	"slices"
+	"sort"
+	"strconv"
 	"time"
+
+	"github.com/riverqueue/river"
 
 	"github.com/hookledger/hookledger/ent/webhookevent"
 )
@@ -35,61 +39,197 @@ type Claim struct {
 
 func (c Claim) key() EventKey { return EventKey{Namespace: c.Namespace, EventID: c.EventID} }
 
-// Claim inserts the ledger row and its apply job in one transaction, so a
-// committed claim is always applied: the row with INSERT ... ON CONFLICT DO NOTHING
-// RETURNING and, when this call inserted it, the apply job. It returns
-// true for a new event and false for a duplicate. A payload that jsonb
-// would refuse is refused first (ErrUnstorable), with no database access.
-func (c *Store) Claim(ctx context.Context, in Claim) (bool, error) {
-	if err := CheckPayload(in.Payload); err != nil {
-		return false, fmt.Errorf("claim %s/%s: %w", in.Namespace, in.EventID, err)
+// ClaimResult is what a claim did with a delivery. The claim mode is the
+// Store's, so the result already says whether a duplicate is applied again.
+type ClaimResult uint8
+
+const (
+	// Claimed: the delivery inserted the event's row, and the job that
+	// applies it committed with it.
+	Claimed ClaimResult = iota + 1
+	// Duplicate: the ledger already held the event, or its body under
+	// another id (BodyDigest), or an earlier delivery in the same
+	// transaction claimed it; nothing was written.
+	Duplicate
+	// DuplicateReapplied is a duplicate under CLAIM_MODE=log-only: a job
+	// applies the event's row again, as a receiver without a ledger would.
+	DuplicateReapplied
+)
+
+func (r ClaimResult) String() string {
+	switch r {
+	case Claimed:
+		return "claimed"
+	case Duplicate:
+		return "duplicate"
+	case DuplicateReapplied:
+		return "duplicate_reapplied"
 	}
-	var claimed bool
-	err := InTx(ctx, c.db, func(tx *Tx) error {
-		create := tx.Ent.WebhookEvent.Create().
-			SetNamespace(in.Namespace).
-			SetEventID(in.EventID).
-			SetProvider(in.Provider).
-			SetSource(in.Source).
-			SetEventType(in.Type).
-			SetPayload(string(in.Payload)).
-			SetHeaders(in.Headers).
-			SetNillableSecretIndex(in.SecretIndex).
-			SetReplayed(in.Replayed)
-		if !in.OccurredAt.IsZero() {
-			create.SetOccurredAt(in.OccurredAt)
-		}
-		if in.ClockSkew != nil {
-			create.SetClockSkewMs(in.ClockSkew.Milliseconds())
-		}
-		if in.BodyDigest != "" {
-			create.SetBodyDigest(in.BodyDigest)
-		}
-		// No conflict target: a conflict on either unique key, the event
-		// id or the body digest, is a duplicate.
-		_, err := create.OnConflict().DoNothing().ID(ctx)
+	return "ClaimResult(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Claim claims one delivery: the row and its apply job in one transaction,
+// so a committed claim is always applied. It is the batch of one of the
+// claim Batcher runs for many (claimRows). A payload that jsonb would
+// refuse is refused first (ErrUnstorable), with no database access.
+func (s *Store) Claim(ctx context.Context, in Claim) (ClaimResult, error) {
+	if err := CheckPayload(in.Payload); err != nil {
+		return 0, fmt.Errorf("claim %s/%s: %w", in.Namespace, in.EventID, err)
+	}
+	res, err := s.claim(ctx, []Claim{in})
+	if err != nil {
+		return 0, err
+	}
+	return res[0], nil
+}
+
+// claim claims rows in one transaction of their own.
+func (s *Store) claim(ctx context.Context, rows []Claim) ([]ClaimResult, error) {
+	var res []ClaimResult
+	err := InTx(ctx, s.db, func(tx *Tx) error {
+		var err error
+		res, err = s.claimRows(ctx, tx, rows)
+		return err
+	})
+	return res, err
+}
+
+// claimRows inserts the ledger rows of rows with ClaimStatement, learns
+// from its RETURNING which keys this transaction inserted, and enqueues
+// the apply jobs with one InsertManyTx: the first row of each inserted key
+// is Claimed, every other row a Duplicate. The events claimed together are
+// applied together (one apply_batch job). Under log-only each claimed event
+// and each duplicate that has a row of its own gets a forced apply_event
+// job instead: every delivery is applied, settled or not.
+func (s *Store) claimRows(ctx context.Context, tx *Tx, rows []Claim) ([]ClaimResult, error) {
+	query, args := ClaimStatement(rows)
+	inserted, err := insertedKeys(ctx, tx, query, args)
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: %w", claimsName(rows), err)
+	}
+	res := make([]ClaimResult, len(rows))
+	var (
+		jobs    []river.InsertManyParams
+		claimed []EventKey
+	)
+	for i, c := range rows {
+		k := c.key()
 		switch {
-		case err == nil:
-			claimed = true
-		case errors.Is(err, sql.ErrNoRows):
-			if !c.logOnly {
-				return nil
+		case inserted[k]:
+			delete(inserted, k) // a later row of the same key is a duplicate
+			res[i] = Claimed
+		case s.logOnly:
+			own, err := hasRow(ctx, tx, c)
+			if err != nil {
+				return nil, err
 			}
-			if ok, err := hasRow(ctx, tx, in); err != nil || !ok {
-				return err // a body-digest replay: no row of its own to apply again
+			res[i] = Duplicate // a body-digest replay: no row of its own to apply again
+			if own {
+				res[i] = DuplicateReapplied
 			}
 		default:
-			return fmt.Errorf("claim %s/%s: %w", in.Namespace, in.EventID, err)
+			res[i] = Duplicate
 		}
-		// Under log-only every delivery is applied, settled or not, as a
-		// receiver without a ledger would.
-		args := ApplyArgs{Namespace: in.Namespace, EventID: in.EventID, Force: c.logOnly}
-		if _, err := c.jobs.InsertTx(ctx, tx.Tx, args, nil); err != nil {
-			return fmt.Errorf("enqueue apply of %s/%s: %w", in.Namespace, in.EventID, err)
+		switch {
+		case res[i] == Duplicate:
+		case s.logOnly:
+			jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: k.Namespace, EventID: k.EventID, Force: true}})
+		default:
+			claimed = append(claimed, k)
 		}
-		return nil
-	})
-	return claimed, err
+	}
+	switch {
+	case len(claimed) == 1:
+		jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: claimed[0].Namespace, EventID: claimed[0].EventID}})
+	case len(claimed) > 1:
+		jobs = append(jobs, river.InsertManyParams{Args: ApplyBatchArgs{Events: claimed}})
+	}
+	if len(jobs) > 0 {
+		if _, err := s.jobs.InsertManyTx(ctx, tx.Tx, jobs); err != nil {
+			return nil, fmt.Errorf("enqueue apply of %s: %w", claimsName(rows), err)
+		}
+	}
+	return res, nil
+}
+
+// claimSQL is the claim: the design card's upsert-do-nothing, one
+// statement whatever the number of rows (see the package doc). No conflict
+// target: a conflict on either unique key, the event id or the body
+// digest, is a duplicate. The payload goes as text whatever pgx's query
+// mode (bytes would go as bytea).
+const claimSQL = `
+	INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, headers,
+		secret_index, clock_skew_ms, occurred_at, replayed, body_digest)
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
+		$8::bigint[], $9::bigint[], $10::timestamptz[], $11::boolean[], $12::text[])
+	ON CONFLICT DO NOTHING
+	RETURNING namespace, event_id`
+
+// ClaimStatement is the claim's statement and its arguments for rows,
+// which it orders by key, so that concurrent claims lock in the same order
+// and cannot deadlock. It returns the keys it inserted. Store.Claim and
+// Batcher run it; the benchmark's batched ceiling runs it without them.
+func ClaimStatement(rows []Claim) (string, []any) {
+	rows = slices.Clone(rows)
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].key().less(rows[j].key()) })
+	n := len(rows)
+	var (
+		namespaces, eventIDs, providers, sources = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		types, payloads, headers                 = make([]string, n), make([]string, n), make([]string, n)
+		secretIdx, skews                         = make([]*int64, n), make([]*int64, n)
+		occurred                                 = make([]*time.Time, n)
+		replayed                                 = make([]bool, n)
+		digests                                  = make([]*string, n)
+	)
+	for i, c := range rows {
+		namespaces[i], eventIDs[i], providers[i], sources[i], types[i] = c.Namespace, c.EventID, c.Provider, c.Source, c.Type
+		payloads[i] = string(c.Payload)
+		h, _ := json.Marshal(c.Headers) // a map of strings always marshals
+		headers[i] = string(h)
+		if c.SecretIndex != nil {
+			v := int64(*c.SecretIndex)
+			secretIdx[i] = &v
+		}
+		if c.ClockSkew != nil {
+			v := c.ClockSkew.Milliseconds()
+			skews[i] = &v
+		}
+		if !c.OccurredAt.IsZero() {
+			occurred[i] = &c.OccurredAt
+		}
+		replayed[i] = c.Replayed
+		if c.BodyDigest != "" {
+			digests[i] = &c.BodyDigest
+		}
+	}
+	return claimSQL, []any{namespaces, eventIDs, providers, sources, types, payloads, headers, secretIdx, skews, occurred, replayed, digests}
+}
+
+// insertedKeys runs the claim statement and collects its RETURNING.
+func insertedKeys(ctx context.Context, tx *Tx, query string, args []any) (map[EventKey]bool, error) {
+	rs, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	inserted := map[EventKey]bool{}
+	for rs.Next() {
+		var k EventKey
+		if err := rs.Scan(&k.Namespace, &k.EventID); err != nil {
+			return nil, err
+		}
+		inserted[k] = true
+	}
+	return inserted, rs.Err()
+}
+
+// claimsName names rows in errors: the event of a claim alone, else the
+// size of the batch.
+func claimsName(rows []Claim) string {
+	if len(rows) == 1 {
+		return rows[0].Namespace + "/" + rows[0].EventID
+	}
+	return strconv.Itoa(len(rows)) + " events"
 }
 
 // hasRow reports whether the ledger holds in's own key (a duplicate on the

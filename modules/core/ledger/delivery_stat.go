@@ -51,8 +51,9 @@ func NewDeliveryStats(db *sql.DB) *DeliveryStats {
 
 // Add counts one answered delivery of source with outcome (a value of
 // hookledger_deliveries_total{outcome}); replayed also counts it as
-// StatReplayed, and a duplicate under log-only also as StatWouldSkip.
-func (s *DeliveryStats) Add(source, outcome string, replayed, logOnly bool) {
+// StatReplayed, and reapplied (a DuplicateReapplied claim) as
+// StatWouldSkip.
+func (s *DeliveryStats) Add(source, outcome string, replayed, reapplied bool) {
 	if s == nil {
 		return
 	}
@@ -63,7 +64,7 @@ func (s *DeliveryStats) Add(source, outcome string, replayed, logOnly bool) {
 	if replayed {
 		s.counts[statKey{m, source, StatReplayed}]++
 	}
-	if logOnly && outcome == "duplicate" {
+	if reapplied {
 		s.counts[statKey{m, source, StatWouldSkip}]++
 	}
 }

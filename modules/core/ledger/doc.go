@@ -6,10 +6,22 @@
 // DeliveryStats for every receiver) and the job kinds apply_event,
 // apply_batch and prune_ledger.
 //
-//   - Claim: Claimer inserts the ledger row with INSERT ... ON CONFLICT DO
-//     NOTHING RETURNING and the River job that applies it, in one
-//     transaction; Batcher does the same for many concurrent deliveries at
-//     once (group commit).
+//   - Claim: Store.Claim inserts the ledger row with INSERT ... ON
+//     CONFLICT DO NOTHING RETURNING and the River job that applies it, in
+//     one transaction, and says what it did (ClaimResult: claimed, a
+//     duplicate, or a duplicate applied again under CLAIM_MODE=log-only,
+//     which only the Store decides); Batcher gathers concurrent deliveries
+//     into one such claim (group commit). The claim is the design card's
+//     ent upsert-do-nothing written as one SQL statement for one row or
+//     many (ClaimStatement, which the benchmark's batched ceiling runs
+//     too): ent's bulk Create().OnConflict().DoNothing() maps the ids
+//     RETURNING yields to its builders by position (sqlgraph's
+//     insertLastIDs), and DO NOTHING yields fewer than there are builders,
+//     so it cannot say which deliveries of a batch were duplicates; a
+//     multi-row VALUES from ent's SQL builder could, but would be another
+//     statement, prepared again on every connection, for each batch size.
+//     INSERT ... SELECT FROM unnest(...) RETURNING namespace, event_id is
+//     one statement for any size.
 //   - Apply: one loop (Applier) behind the apply_event and apply_batch jobs
 //     settles the ledger rows, runs the handlers a Registry maps to each
 //     event's provider and type, and completes River's job, all in one

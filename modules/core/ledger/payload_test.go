@@ -56,11 +56,11 @@ func TestCheckPayloadAgreesWithJSONB(t *testing.T) {
 func TestUnstorablePayloadIsRefusedBeforeTheClaim(t *testing.T) {
 	h := ledgertest.New(t, 0, nil)
 	b := newBatcher(t, h, 1)
-	for i, claim := range []func(context.Context, ledger.Claim) (bool, error){h.Claimer.Claim, b.Claim} {
+	for i, claim := range []func(context.Context, ledger.Claim) (ledger.ClaimResult, error){h.Claimer.Claim, b.Claim} {
 		c := claimOf(fmt.Sprintf("evt_nul%d", i), "invoice.paid")
 		c.Payload = []byte(`{"id":"evt_nul","note":"\ud800"}`)
-		ok, err := claim(context.Background(), c)
-		require.False(t, ok)
+		res, err := claim(context.Background(), c)
+		require.NotEqual(t, ledger.Claimed, res)
 		require.ErrorIs(t, err, ledger.ErrUnstorable)
 		require.True(t, ledger.IsBadData(err))
 	}

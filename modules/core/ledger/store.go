@@ -17,7 +17,8 @@ type Store struct {
 	db   *sql.DB
 	ent  *ent.Client
 	jobs *river.Client[*sql.Tx]
-	// logOnly applies duplicates again (CLAIM_MODE=log-only).
+	// logOnly applies duplicates again (CLAIM_MODE=log-only). It is the
+	// one place the claim mode is decided: ClaimResult tells the receiver.
 	logOnly bool
 }
 
@@ -35,6 +36,3 @@ func NewStore(db *sql.DB, jobs *river.Client[*sql.Tx], o StoreOptions) *Store {
 
 // DB is the database the ledger is on.
 func (s *Store) DB() *sql.DB { return s.db }
-
-// LogOnly reports whether the store runs CLAIM_MODE=log-only.
-func (s *Store) LogOnly() bool { return s.logOnly }

@@ -1,7 +1,8 @@
-// Package receiver serves POST /webhooks/<source>: it reads the body within
-// the limit, verifies the signature before any database access, reads the
-// event's id and type, and claims the event; the 2xx goes out only after
-// the claim and its apply job are committed.
+// Package receiver serves POST /webhooks/<source>: it refuses clients
+// outside a source's allow list, reads the body within the limit, verifies
+// the signature (or the replay token) before any database access, has
+// intake turn the delivery into its claim, and answers what the claim did;
+// the 2xx goes out only after the claim and its apply job are committed.
 package receiver
 
 import (
@@ -15,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
+	"github.com/hookledger/hookledger/modules/core/intake"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/metrics"
 	"github.com/hookledger/hookledger/modules/core/provider"
@@ -22,22 +24,13 @@ import (
 	"github.com/hookledger/hookledger/modules/core/web"
 )
 
-// ReplayTokenHeader lets a replay skip signature verification.
-const ReplayTokenHeader = "X-Replay-Token"
-
-// Source is a configured endpoint with its provider resolved.
+// Source is a configured endpoint: its identity in the ledger and what
+// the receiver checks before it claims a delivery.
 type Source struct {
-	Name      string
-	Namespace string
-	Provider  *provider.Provider
-	Secrets   [][]byte
+	intake.Source
+	Secrets [][]byte
 	// Tolerance < 0 means the provider's default; 0 turns the check off.
 	Tolerance time.Duration
-	// IDFallback derives ids for a sender that sends none; usually nil.
-	IDFallback *provider.IDFallback
-	// BodyDedup claims the body digest too, for providers that sign only
-	// the body (see provider.Provider.DigestFunc).
-	BodyDedup bool
 	// ReplayToken lets a replay skip signature verification on this source;
 	// honoured only when the provider is Replayable. Empty: no replay
 	// through HTTP.
@@ -47,46 +40,11 @@ type Source struct {
 	AllowIPs *provider.AllowList
 }
 
-// Prepare turns a delivery into its claim: the event's id and type from
-// the body (or headers), the headers worth recording, and how it was
-// verified. verified is nil for a replay, which is not verified but marked
-// replayed. Both the HTTP path and replay's direct mode go through it.
-func (s *Source) Prepare(h http.Header, body []byte, verified *provider.Verification, now time.Time) (ledger.Claim, provider.Event, error) {
-	ev, err := s.Provider.Parse(h, body, s.IDFallback)
-	if err != nil || ev.Ignore {
-		return ledger.Claim{}, ev, err
-	}
-	if err := provider.CheckOccurredAt(ev.OccurredAt, now); err != nil {
-		return ledger.Claim{}, ev, err
-	}
-	claim := ledger.Claim{
-		Namespace:  s.Namespace,
-		EventID:    ev.ID,
-		Provider:   s.Provider.Name,
-		Source:     s.Name,
-		Type:       ev.Type,
-		Payload:    body,
-		OccurredAt: ev.OccurredAt,
-		Headers:    s.Provider.RecordedHeaders(h),
-		Replayed:   verified == nil,
-	}
-	if s.BodyDedup && s.Provider.DigestFunc != nil {
-		claim.BodyDigest = s.Provider.DigestFunc(h, body)
-	}
-	if verified != nil {
-		idx := verified.SecretIndex
-		claim.SecretIndex = &idx
-		if !verified.SignedAt.IsZero() {
-			skew := now.Sub(verified.SignedAt)
-			claim.ClockSkew = &skew
-		}
-	}
-	return claim, ev, nil
-}
-
-// Claimer claims a verified event; *ledger.Store and *ledger.Batcher are the ones in use.
+// Claimer claims a verified event; *ledger.Store and *ledger.Batcher are
+// the ones in use. Its result decides the answer, so the claim mode is
+// the claimer's alone.
 type Claimer interface {
-	Claim(ctx context.Context, in ledger.Claim) (bool, error)
+	Claim(ctx context.Context, in ledger.Claim) (ledger.ClaimResult, error)
 }
 
 // Config holds the receiver's dependencies.
@@ -98,12 +56,10 @@ type Config struct {
 	// together; a delivery that does not fit gets 503 with Retry-After.
 	BodyBudget   int64
 	ClaimTimeout time.Duration
-	// LogOnly is CLAIM_MODE=log-only: duplicates are logged as "would skip"
-	// and applied again (the claimer enqueues them).
-	LogOnly bool
-	Metrics *metrics.Set
+	Metrics      *metrics.Set
 	// ShortCircuit answers duplicates with a fresh Redis marker before
-	// the claim (REDIS_URL); nil means no Redis. Off under LogOnly.
+	// the claim (REDIS_URL); nil means no Redis, as under
+	// CLAIM_MODE=log-only, which applies every duplicate again.
 	ShortCircuit *shortcircuit.Gate
 	// Stats counts every answer per source and minute for delivery_stat.
 	Stats *ledger.DeliveryStats
@@ -202,7 +158,7 @@ func (h *handler) receive(c *gin.Context) {
 	}
 	log = log.With(zap.String("event_id", ev.ID), zap.String("event_type", ev.Type))
 
-	if !h.cfg.LogOnly && h.cfg.ShortCircuit.Seen(c.Request.Context(), src.Name, claim.Namespace, claim.EventID) {
+	if h.cfg.ShortCircuit.Seen(c.Request.Context(), src.Name, claim.Namespace, claim.EventID) {
 		h.answer(c, src.Name, metrics.OutcomeDuplicate, http.StatusOK, Response{Status: "duplicate", EventID: ev.ID})
 		return
 	}
@@ -210,24 +166,24 @@ func (h *handler) receive(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), h.cfg.ClaimTimeout)
 	defer cancel()
 	start := time.Now()
-	claimed, err := h.cfg.Claimer.Claim(ctx, claim)
+	res, err := h.cfg.Claimer.Claim(ctx, claim)
 	h.cfg.Metrics.ClaimSeconds.WithLabelValues(src.Name).Observe(time.Since(start).Seconds())
-	if err == nil && !h.cfg.LogOnly && (claimed || claim.BodyDigest == "") {
+	if err == nil && (res == ledger.Claimed || (res == ledger.Duplicate && claim.BodyDigest == "")) {
 		// The ledger holds the event now (a duplicate on the body digest
 		// alone may hold another id: no marker for it).
 		h.cfg.ShortCircuit.Mark(claim.Namespace, claim.EventID)
 	}
 	switch {
-	case err == nil && claimed:
+	case err == nil && res == ledger.Claimed:
 		log.Named("feed").Info("--> "+ev.Type+" "+ev.ID+" claimed", zap.Bool("replayed", claim.Replayed))
 		h.answer(c, src.Name, metrics.OutcomeClaimed, http.StatusOK, Response{Status: "claimed", EventID: ev.ID})
+	case err == nil && res == ledger.DuplicateReapplied:
+		h.cfg.Metrics.WouldSkip.WithLabelValues(src.Name).Inc()
+		log.Warn("duplicate delivery: would skip; applying again (CLAIM_MODE=log-only)", zap.Bool("replayed", claim.Replayed))
+		h.count(c, src.Name, metrics.OutcomeDuplicate, true)
+		c.JSON(http.StatusOK, Response{Status: "duplicate", EventID: ev.ID})
 	case err == nil:
-		if h.cfg.LogOnly {
-			h.cfg.Metrics.WouldSkip.WithLabelValues(src.Name).Inc()
-			log.Warn("duplicate delivery: would skip; applying again (CLAIM_MODE=log-only)", zap.Bool("replayed", claim.Replayed))
-		} else {
-			log.Named("feed").Info("--> "+ev.Type+" "+ev.ID+" duplicate", zap.Bool("replayed", claim.Replayed))
-		}
+		log.Named("feed").Info("--> "+ev.Type+" "+ev.ID+" duplicate", zap.Bool("replayed", claim.Replayed))
 		h.answer(c, src.Name, metrics.OutcomeDuplicate, http.StatusOK, Response{Status: "duplicate", EventID: ev.ID})
 	case ledger.IsBadData(err):
 		log.Info("payload refused by the database", zap.Error(err))
@@ -242,10 +198,16 @@ func (h *handler) receive(c *gin.Context) {
 }
 
 func (h *handler) answer(c *gin.Context, source, outcome string, status int, r Response) {
+	h.count(c, source, outcome, false)
+	c.JSON(status, r)
+}
+
+// count counts an answered delivery in the metrics and the delivery
+// stats; reapplied is a duplicate that log-only applies again.
+func (h *handler) count(c *gin.Context, source, outcome string, reapplied bool) {
 	h.cfg.Metrics.Deliveries.WithLabelValues(source, outcome).Inc()
 	src := h.sources[source]
-	h.cfg.Stats.Add(source, outcome, src != nil && replayed(c, src), h.cfg.LogOnly)
-	c.JSON(status, r)
+	h.cfg.Stats.Add(source, outcome, src != nil && replayed(c, src), reapplied)
 }
 
 // replayed reports whether the request carries the source's replay token.
@@ -255,6 +217,6 @@ func replayed(c *gin.Context, src *Source) bool {
 	if src.ReplayToken == "" || !src.Provider.Replayable {
 		return false
 	}
-	got := c.GetHeader(ReplayTokenHeader)
+	got := c.GetHeader(intake.ReplayTokenHeader)
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(src.ReplayToken)) == 1
 }

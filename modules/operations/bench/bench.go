@@ -149,12 +149,8 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if r.Reference, err = sqlRate(ctx, m, url, o.Events, o.Clients, referenceSQL, refBody, gen.with("ref")); err != nil {
 		return fmt.Errorf("reference design: %w", err)
 	}
-	logf("bench: batched ceiling, %d rows per statement from %d connections", o.Batch, o.BatchClients)
-	payloadType := "jsonb"
-	if bytea {
-		payloadType = "bytea"
-	}
-	if r.Batched, err = batchRate(ctx, m, url, o.Events, o.BatchClients, o.Batch, batchSQL("public.webhook_event", payloadType), bytea, gen.with("batch")); err != nil {
+	logf("bench: batched ceiling, the ledger's claim statement, %d rows per statement from %d connections", o.Batch, o.BatchClients)
+	if r.Batched, err = batchRate(ctx, m, url, o.Events, o.BatchClients, o.Batch, ceilingBatch, gen.with("batch")); err != nil {
 		return fmt.Errorf("batched ceiling: %w", err)
 	}
 	if err := clearJobs(ctx, url, "public.webhook_event", "reference.webhook_event"); err != nil {
@@ -296,7 +292,7 @@ func benchStorage(ctx context.Context, m *meter, url string, events, clients, ba
 		if err := clearJobs(ctx, url, table); err != nil {
 			return err
 		}
-		batched, err := batchRate(ctx, m, url, events, batchClients, batch, batchSQL(table, l.Type), l.Bytea, gen.with(fmt.Sprintf("b%d", k)))
+		batched, err := batchRate(ctx, m, url, events, batchClients, batch, layoutBatch(table, l), gen.with(fmt.Sprintf("b%d", k)))
 		if err != nil {
 			return fmt.Errorf("%s batched: %w", l.Name, err)
 		}

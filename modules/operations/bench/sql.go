@@ -10,13 +10,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookledger/hookledger/modules/core/ledger"
 )
 
-// The database-only baselines: the same work as a claim, done in plain SQL
-// with nothing else on the machine's two cores but PostgreSQL and the load
-// loop. Each is the strongest plain version of its design: one statement
-// per event (the ledger insert and its job row in one CTE, so one round
-// trip and one transaction), no library between the loop and pgx.
+// The database-only baselines: the same work as a claim, done in SQL with
+// nothing else on the machine's two cores but PostgreSQL and the load
+// loop. The one-transaction baselines are the strongest plain version of
+// their designs: one statement per event (the ledger insert and its job
+// row in one CTE, so one round trip and one transaction), no library
+// between the loop and pgx. The batched ceiling is hookledger's own claim
+// statement without the service around it.
 
 // referenceDDL is the reference article's schema, verbatim.
 const referenceDDL = `
@@ -57,14 +61,47 @@ const referenceSQL = `WITH c AS (
 		RETURNING event_id)
 	` + jobRow + ` SELECT jsonb_build_object('event_id', event_id), 'apply', 25, 'default' FROM c`
 
-// batchSQL is the batched ceiling: one multi-row insert of a batch's rows
-// and one job row for the batch, as group commit does.
-func batchSQL(table, payloadType string) string {
-	return `WITH c AS (
+// batchJobs is the one job row for the events a batch's insert, the CTE
+// c, claimed, as group commit enqueues it.
+const batchJobs = jobRow + ` SELECT jsonb_build_object('events', jsonb_agg(jsonb_build_object('namespace', namespace, 'event_id', event_id))), 'apply_batch', 25, 'default' FROM c HAVING count(*) > 0`
+
+// batchStatement is one batch's statement and arguments.
+type batchStatement func(batch []benchDelivery) (string, []any)
+
+// ceilingBatch is the batched ceiling: the ledger's own claim statement
+// for a batch's rows, and its job row, in one round trip.
+func ceilingBatch(batch []benchDelivery) (string, []any) {
+	rows := make([]ledger.Claim, len(batch))
+	for i, d := range batch {
+		rows[i] = ledger.Claim{Namespace: d.Provider, EventID: d.ID, Provider: d.Provider, Source: d.Provider, Type: d.Type, Payload: d.Body}
+	}
+	claim, args := ledger.ClaimStatement(rows)
+	return `WITH c AS (` + claim + `) ` + batchJobs, args
+}
+
+// layoutBatch is the batched claim on a layout's copy of the ledger table:
+// its payload column has the layout's type, which the ledger's statement
+// (text) does not fit.
+func layoutBatch(table string, l layout) batchStatement {
+	stmt := `WITH c AS (
 		INSERT INTO ` + table + ` (namespace, event_id, provider, source, event_type, payload, headers)
-		SELECT 'stripe', e, 'stripe', 'stripe', t, p, '{}' FROM unnest($1::text[], $2::text[], $3::` + payloadType + `[]) AS u(e, t, p)
-		ON CONFLICT (namespace, event_id) DO NOTHING RETURNING namespace, event_id)
-	` + jobRow + ` SELECT jsonb_build_object('events', jsonb_agg(jsonb_build_object('namespace', namespace, 'event_id', event_id))), 'apply_batch', 25, 'default' FROM c HAVING count(*) > 0`
+		SELECT 'stripe', e, 'stripe', 'stripe', t, p, '{}' FROM unnest($1::text[], $2::text[], $3::` + l.Type + `[]) AS u(e, t, p)
+		ON CONFLICT (namespace, event_id) DO NOTHING RETURNING namespace, event_id) ` + batchJobs
+	return func(batch []benchDelivery) (string, []any) {
+		ids, types, bodies := make([]string, len(batch)), make([]string, len(batch)), make([][]byte, len(batch))
+		for j, d := range batch {
+			ids[j], types[j], bodies[j] = d.ID, d.Type, d.Body
+		}
+		var body any = bodies
+		if !l.Bytea {
+			texts := make([]string, len(batch))
+			for j, b := range bodies {
+				texts[j] = string(b)
+			}
+			body = texts
+		}
+		return stmt, []any{ids, types, body}
+	}
 }
 
 // sqlRun is one measured database-only phase.
@@ -110,24 +147,16 @@ func sqlRate(ctx context.Context, m *meter, url string, events, clients int, stm
 	})
 }
 
-// batchRate inserts events in multi-row statements of batch rows each from
-// clients connections.
-func batchRate(ctx context.Context, m *meter, url string, events, clients, batch int, stmt string, bytea bool, gen *payloads) (sqlRun, error) {
+// batchRate claims events in statements of batch rows each from clients
+// connections.
+func batchRate(ctx context.Context, m *meter, url string, events, clients, batch int, stmt batchStatement, gen *payloads) (sqlRun, error) {
 	return runSQL(ctx, m, url, events, clients, batch, func(pool *pgxpool.Pool, first, n int) error {
-		ids, types, bodies := make([]string, n), make([]string, n), make([][]byte, n)
-		for j := range n {
-			d := gen.event(first + j)
-			ids[j], types[j], bodies[j] = d.ID, d.Type, d.Body
+		ds := make([]benchDelivery, n)
+		for j := range ds {
+			ds[j] = gen.event(first + j)
 		}
-		var body any = bodies
-		if !bytea {
-			texts := make([]string, n)
-			for j, b := range bodies {
-				texts[j] = string(b)
-			}
-			body = texts
-		}
-		_, err := pool.Exec(ctx, stmt, ids, types, body)
+		query, args := stmt(ds)
+		_, err := pool.Exec(ctx, query, args...)
 		return err
 	})
 }

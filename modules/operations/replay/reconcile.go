@@ -11,8 +11,8 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"go.uber.org/zap"
 
+	"github.com/hookledger/hookledger/modules/core/intake"
 	"github.com/hookledger/hookledger/modules/core/ledger"
-	"github.com/hookledger/hookledger/modules/core/receiver"
 )
 
 // overlap re-reads a little before the watermark: an event is listed by its
@@ -22,7 +22,7 @@ const overlap = 5 * time.Minute
 // ReconcileConfig turns on scheduled Stripe reconciliation.
 type ReconcileConfig struct {
 	DB     *sql.DB
-	Source *receiver.Source
+	Source *intake.Source
 	Stripe StripeOptions // APIBase, APIKey, HTTP
 	// Interval between runs; Window is how far the first run looks back.
 	Interval time.Duration

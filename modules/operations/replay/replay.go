@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookledger/hookledger/modules/core/intake"
 	"github.com/hookledger/hookledger/modules/core/ledger"
-	"github.com/hookledger/hookledger/modules/core/receiver"
 )
 
 // Stats counts one replay run; the CLI prints it as its last line.
@@ -45,10 +45,10 @@ type Sink interface {
 	Deliver(ctx context.Context, ev Event) (bool, error)
 }
 
-// Direct claims events in this process, through the same Prepare and
-// Claim as the HTTP path; rows are marked replayed.
+// Direct claims events in this process, through intake's Prepare and the
+// ledger's Claim, as the HTTP path does; rows are marked replayed.
 type Direct struct {
-	Source  *receiver.Source
+	Source  *intake.Source
 	Claimer *ledger.Store
 	// NowFunc is the clock; time.Now when nil.
 	NowFunc func() time.Time
@@ -67,7 +67,8 @@ func (d *Direct) Deliver(ctx context.Context, ev Event) (bool, error) {
 	if parsed.Ignore {
 		return false, nil
 	}
-	return d.Claimer.Claim(ctx, claim)
+	res, err := d.Claimer.Claim(ctx, claim)
+	return res == ledger.Claimed, err
 }
 
 // Target re-POSTs events to a receiver elsewhere with X-Replay-Token, which
@@ -88,14 +89,16 @@ func (t *Target) Deliver(ctx context.Context, ev Event) (bool, error) {
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(receiver.ReplayTokenHeader, t.Token)
+	req.Header.Set(intake.ReplayTokenHeader, t.Token)
 	resp, err := t.HTTP.Do(req)
 	if err != nil {
 		return false, fmt.Errorf("post %s: %w", ev.ID, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var out receiver.Response
+	var out struct {
+		Status string `json:"status"`
+	}
 	_ = json.Unmarshal(raw, &out)
 	if resp.StatusCode != http.StatusOK {
 		return false, fmt.Errorf("post %s: %s %s", ev.ID, resp.Status, bytes.TrimSpace(raw))

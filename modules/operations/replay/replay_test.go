@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/hookledger/hookledger/modules/core/intake"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/provider"
-	"github.com/hookledger/hookledger/modules/core/receiver"
 	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
@@ -45,8 +45,34 @@ func (a *applied) counts() map[string]int {
 	return out
 }
 
-func stripeSource() *receiver.Source {
-	return &receiver.Source{Name: "stripe", Namespace: "stripe", Provider: provider.Stripe}
+func stripeSource() *intake.Source {
+	return &intake.Source{Name: "stripe", Namespace: "stripe", Provider: provider.Stripe}
+}
+
+// TestDirectClaimsAsTheReceiverDoes: direct mode turns an event into its
+// claim with intake, as the HTTP path does, with no HTTP receiver in
+// between: the row is marked replayed with its recorded headers, a second
+// delivery is a duplicate, and on a source that dedups bodies the same
+// body under another id writes nothing.
+func TestDirectClaimsAsTheReceiverDoes(t *testing.T) {
+	h := ledgertest.New(t, 0, nil)
+	push, err := os.ReadFile("../../../testdata/providers/github/push.default.json")
+	require.NoError(t, err)
+	sink := &Direct{Source: &intake.Source{Name: "github", Namespace: "github", Provider: provider.GitHub, BodyDedup: true}, Claimer: h.Claimer}
+	deliver := func(guid string) bool {
+		t.Helper()
+		header := http.Header{"X-Github-Delivery": {guid}, "X-Github-Event": {"push"}}
+		isNew, err := sink.Deliver(context.Background(), Event{ID: guid, Type: "push", Body: push, Header: header})
+		require.NoError(t, err)
+		return isNew
+	}
+	require.True(t, deliver("guid-1"))
+	require.False(t, deliver("guid-1"), "a second delivery is a duplicate")
+	require.False(t, deliver("guid-forged"), "the same body under another id is a replay")
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'guid-1' AND replayed AND secret_index IS NULL
+		AND body_digest IS NOT NULL AND headers->>'X-Github-Event' = 'push' AND source = 'github'`))
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event`))
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job`))
 }
 
 // TestStripeOutageScenario: an endpoint was down and missed a few of 250
@@ -164,7 +190,7 @@ func TestPaddlePagesAndWindow(t *testing.T) {
 	defer srv.Close()
 
 	h := ledgertest.New(t, 0, nil)
-	sink := &Direct{Source: &receiver.Source{Name: "paddle", Namespace: "paddle", Provider: provider.Paddle}, Claimer: h.Claimer}
+	sink := &Direct{Source: &intake.Source{Name: "paddle", Namespace: "paddle", Provider: provider.Paddle}, Claimer: h.Claimer}
 	o := PaddleOptions{APIBase: srv.URL, APIKey: "pdl_key", Since: time.Date(2023, 11, 24, 14, 12, 0, 0, time.UTC), Until: time.Date(2023, 11, 24, 14, 13, 0, 0, time.UTC), HTTP: srv.Client()}
 	stats, err := Paddle(context.Background(), o, sink, nil)
 	require.NoError(t, err)

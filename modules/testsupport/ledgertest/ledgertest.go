@@ -66,11 +66,11 @@ func NewWith(t testing.TB, o ledger.RiverOptions, register func(h *Harness)) *Ha
 // the provider's name.
 func (h *Harness) Claim(t testing.TB, provider, id, typ string, payload []byte) bool {
 	t.Helper()
-	claimed, err := h.Claimer.Claim(context.Background(), ledger.Claim{
+	res, err := h.Claimer.Claim(context.Background(), ledger.Claim{
 		Namespace: provider, EventID: id, Provider: provider, Source: provider, Type: typ, Payload: payload,
 	})
 	require.NoError(t, err)
-	return claimed
+	return res == ledger.Claimed
 }
 
 // Apply runs the apply step of one event in a transaction of its own, as
