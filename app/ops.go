@@ -174,7 +174,7 @@ func printEvents(w io.Writer, rows []*ent.WebhookEvent, next int64, asJSON bool)
 		cursor = strconv.FormatInt(next, 10)
 	}
 	if asJSON {
-		events := make([]admin.Event, len(rows))
+		events := make([]admin.EventJSON, len(rows))
 		for i, r := range rows {
 			events[i] = admin.EventOf(r, false)
 		}

@@ -36,7 +36,7 @@ type Source struct {
 // verified. verified is nil for a replay, which is not verified but marked
 // replayed. An event the provider sends only to be answered (ev.Ignore,
 // such as Slack's url_verification) has no claim.
-func (s *Source) Prepare(h http.Header, body []byte, verified *provider.Verification, now time.Time) (ledger.Claim, provider.Event, error) {
+func (s *Source) Prepare(h http.Header, body []byte, verified *provider.Verification, now time.Time) (ledger.Claim, provider.Parsed, error) {
 	ev, err := s.Provider.Parse(h, body, s.IDFallback)
 	if err != nil || ev.Ignore {
 		return ledger.Claim{}, ev, err

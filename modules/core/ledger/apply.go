@@ -64,9 +64,9 @@ type Outcome string
 // Apply outcomes.
 const (
 	OutcomeSettled Outcome = "settled"
-	// OutcomeAlreadySettled: the row was settled before this job ran (a
+	// OutcomeSkipped: the row was settled before this job ran (a
 	// rescued or duplicate job); nothing was applied.
-	OutcomeAlreadySettled Outcome = "skipped"
+	OutcomeSkipped Outcome = "skipped"
 	// OutcomeUnhandled: no handler matches the event's type; the row is
 	// settled with nothing applied.
 	OutcomeUnhandled Outcome = "unhandled"
@@ -206,7 +206,7 @@ func settledOrGone(ctx context.Context, tx *Tx, ev *Event) (*Event, Outcome, err
 	if err != nil {
 		return nil, OutcomeFailed, &dbError{fmt.Errorf("read %s/%s: %w", ev.Namespace, ev.EventID, err)}
 	}
-	return ev, OutcomeAlreadySettled, nil
+	return ev, OutcomeSkipped, nil
 }
 
 // Attempt identifies one apply attempt of an event for its failure record.

@@ -131,7 +131,7 @@ func TestApplySettlesOnceAndSkipsSettled(t *testing.T) {
 	_, err := f.claimer.Claim(ctx, claimOf("evt_a", "invoice.paid"))
 	require.NoError(t, err)
 	args := ledger.ApplyArgs{Namespace: "stripe", EventID: "evt_a"}
-	for _, want := range []ledger.Outcome{ledger.OutcomeSettled, ledger.OutcomeAlreadySettled} {
+	for _, want := range []ledger.Outcome{ledger.OutcomeSettled, ledger.OutcomeSkipped} {
 		require.NoError(t, ledger.InTx(ctx, f.db.SQL, func(tx *ledger.Tx) error {
 			_, outcome, err := ledger.Apply(ctx, tx, f.registry, args)
 			require.Equal(t, want, outcome)

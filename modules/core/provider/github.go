@@ -59,12 +59,12 @@ func SignGitHub(secret string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(hmacSHA256([]byte(secret), body))
 }
 
-func parseGitHub(h http.Header, body []byte) (Event, error) {
+func parseGitHub(h http.Header, body []byte) (Parsed, error) {
 	var payload struct{ Action string }
 	if err := decodeMembers(body, member{"action", &payload.Action}); err != nil {
-		return Event{}, payloadError("not a JSON GitHub payload (set the webhook's content type to application/json): %v", err)
+		return Parsed{}, payloadError("not a JSON GitHub payload (set the webhook's content type to application/json): %v", err)
 	}
-	ev := Event{ID: h.Get("X-GitHub-Delivery"), Type: h.Get("X-GitHub-Event")}
+	ev := Parsed{ID: h.Get("X-GitHub-Delivery"), Type: h.Get("X-GitHub-Event")}
 	if ev.Type != "" && payload.Action != "" {
 		ev.Type += "." + payload.Action
 	}

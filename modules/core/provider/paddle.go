@@ -32,7 +32,7 @@ func verifyPaddle(h http.Header, body []byte, secrets [][]byte, now time.Time, t
 	if header == "" {
 		return Verification{}, signatureError(ReasonMissing, "missing Paddle-Signature header")
 	}
-	ts, sigs, err := ParsePaddleHeader(header)
+	ts, sigs, err := parsePaddleHeader(header)
 	if err != nil {
 		return Verification{}, err
 	}
@@ -48,9 +48,9 @@ func verifyPaddle(h http.Header, body []byte, secrets [][]byte, now time.Time, t
 	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }
 
-// ParsePaddleHeader splits a Paddle-Signature header into its timestamp and
+// parsePaddleHeader splits a Paddle-Signature header into its timestamp and
 // decoded h1 signatures.
-func ParsePaddleHeader(header string) (int64, [][]byte, error) {
+func parsePaddleHeader(header string) (int64, [][]byte, error) {
 	return parseTimestamped(header, ";", "ts", "h1", "Paddle-Signature")
 }
 
@@ -60,13 +60,13 @@ func SignPaddle(secret string, ts int64, body []byte) string {
 	return "ts=" + string(tsb) + ";h1=" + hex.EncodeToString(hmacSHA256([]byte(secret), tsb, []byte{':'}, body))
 }
 
-func parsePaddle(_ http.Header, body []byte) (Event, error) {
+func parsePaddle(_ http.Header, body []byte) (Parsed, error) {
 	var ev struct{ EventID, EventType, OccurredAt string }
 	err := decodeMembers(body, member{"event_id", &ev.EventID}, member{"event_type", &ev.EventType}, member{"occurred_at", &ev.OccurredAt})
 	if err != nil {
-		return Event{}, payloadError("not a JSON Paddle event: %v", err)
+		return Parsed{}, payloadError("not a JSON Paddle event: %v", err)
 	}
-	out := Event{ID: ev.EventID, Type: ev.EventType}
+	out := Parsed{ID: ev.EventID, Type: ev.EventType}
 	if t, err := time.Parse(time.RFC3339Nano, ev.OccurredAt); err == nil {
 		out.OccurredAt = t
 	}

@@ -30,8 +30,8 @@ type Verification struct {
 	SignedAt time.Time
 }
 
-// Event is what a verified body says about itself.
-type Event struct {
+// Parsed is what a verified body says about itself.
+type Parsed struct {
 	ID   string
 	Type string
 	// OccurredAt is when the provider says the event happened; may be zero.
@@ -67,7 +67,7 @@ type Provider struct {
 	// ParseFunc reads the event id and type out of a verified delivery; it
 	// leaves them empty when absent and fails only on a body that is not the
 	// provider's JSON.
-	ParseFunc func(h http.Header, body []byte) (Event, error)
+	ParseFunc func(h http.Header, body []byte) (Parsed, error)
 	// DigestFunc, for a provider that signs only the body and sends the
 	// event id in an unsigned header (GitHub, Shopify), digests what the
 	// signature covers plus what legitimately tells two events with one
@@ -137,36 +137,36 @@ func (p *Provider) Verify(h http.Header, body []byte, secrets [][]byte, now time
 
 // Parse reads the event out of a verified body. The provider's own id
 // comes first; fb, when set, derives one for a source that sends none.
-func (p *Provider) Parse(h http.Header, body []byte, fb *IDFallback) (Event, error) {
+func (p *Provider) Parse(h http.Header, body []byte, fb *IDFallback) (Parsed, error) {
 	if err := checkKeys(body, p.BodyKeys); err != nil {
-		return Event{}, err
+		return Parsed{}, err
 	}
 	ev, err := p.ParseFunc(h, body)
 	if err != nil {
-		return Event{}, err
+		return Parsed{}, err
 	}
 	if ev.Ignore {
 		return ev, nil
 	}
 	if ev.ID == "" && fb != nil {
 		if ev.ID, err = fb.ID(h, body); err != nil {
-			return Event{}, err
+			return Parsed{}, err
 		}
 	}
 	if ev.ID == "" {
-		return Event{}, payloadError("%s delivery without its event id (%s)", p.Name, p.IDLocation)
+		return Parsed{}, payloadError("%s delivery without its event id (%s)", p.Name, p.IDLocation)
 	}
 	if ev.Type == "" {
-		return Event{}, payloadError("%s delivery without its event type", p.Name)
+		return Parsed{}, payloadError("%s delivery without its event type", p.Name)
 	}
 	if err := checkIdentity("event id", ev.ID); err != nil {
-		return Event{}, err
+		return Parsed{}, err
 	}
 	if err := checkIdentity("event type", ev.Type); err != nil {
-		return Event{}, err
+		return Parsed{}, err
 	}
 	if err := checkJSONB(body); err != nil {
-		return Event{}, err
+		return Parsed{}, err
 	}
 	return ev, nil
 }

@@ -68,11 +68,11 @@ func SignShopify(secret string, body []byte) string {
 	return base64.StdEncoding.EncodeToString(hmacSHA256([]byte(secret), body))
 }
 
-func parseShopify(h http.Header, body []byte) (Event, error) {
+func parseShopify(h http.Header, body []byte) (Parsed, error) {
 	if !json.Valid(body) {
-		return Event{}, payloadError("not a JSON Shopify payload")
+		return Parsed{}, payloadError("not a JSON Shopify payload")
 	}
-	ev := Event{ID: shopifyHeader(h, "Event-Id"), Type: shopifyHeader(h, "Topic")}
+	ev := Parsed{ID: shopifyHeader(h, "Event-Id"), Type: shopifyHeader(h, "Topic")}
 	if ev.ID == "" {
 		ev.ID = shopifyHeader(h, "Webhook-Id")
 	}

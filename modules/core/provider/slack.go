@@ -65,7 +65,7 @@ func SignSlack(secret string, ts int64, body []byte) string {
 	return "v0=" + hex.EncodeToString(hmacSHA256([]byte(secret), []byte("v0:"+strconv.FormatInt(ts, 10)+":"), body))
 }
 
-func parseSlack(_ http.Header, body []byte) (Event, error) {
+func parseSlack(_ http.Header, body []byte) (Parsed, error) {
 	var p struct {
 		Type      string `json:"type"`
 		Challenge string `json:"challenge"`
@@ -76,16 +76,16 @@ func parseSlack(_ http.Header, body []byte) (Event, error) {
 		} `json:"event"`
 	}
 	if err := json.Unmarshal(body, &p); err != nil {
-		return Event{}, payloadError("not a JSON Slack Events API payload: %v", err)
+		return Parsed{}, payloadError("not a JSON Slack Events API payload: %v", err)
 	}
 	switch p.Type {
 	case "url_verification":
-		return Event{Ignore: true, Reply: map[string]string{"challenge": p.Challenge}}, nil
+		return Parsed{Ignore: true, Reply: map[string]string{"challenge": p.Challenge}}, nil
 	case "app_rate_limited":
 		// Slack's notice that it dropped events; it has no event id.
-		return Event{Ignore: true, Reply: map[string]string{"status": "noted"}}, nil
+		return Parsed{Ignore: true, Reply: map[string]string{"status": "noted"}}, nil
 	}
-	ev := Event{ID: p.EventID, Type: p.Type}
+	ev := Parsed{ID: p.EventID, Type: p.Type}
 	if p.Event.Type != "" {
 		ev.Type = p.Event.Type
 	}

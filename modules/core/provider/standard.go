@@ -220,15 +220,15 @@ func SignStandard(secret, id string, ts int64, body []byte) (string, error) {
 	return "v1," + base64.StdEncoding.EncodeToString(hmacSHA256(key, signed)), nil
 }
 
-func parseStandard(h http.Header, body []byte) (Event, error) {
+func parseStandard(h http.Header, body []byte) (Parsed, error) {
 	var p struct {
 		Type      string `json:"type"`
 		Timestamp string `json:"timestamp"`
 	}
 	if err := json.Unmarshal(body, &p); err != nil {
-		return Event{}, payloadError("not a JSON Standard Webhooks payload: %v", err)
+		return Parsed{}, payloadError("not a JSON Standard Webhooks payload: %v", err)
 	}
-	ev := Event{ID: standardHeader(h, "Id"), Type: p.Type}
+	ev := Parsed{ID: standardHeader(h, "Id"), Type: p.Type}
 	if t, err := time.Parse(time.RFC3339Nano, p.Timestamp); err == nil {
 		ev.OccurredAt = t
 	}

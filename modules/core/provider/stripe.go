@@ -34,7 +34,7 @@ func verifyStripe(h http.Header, body []byte, secrets [][]byte, now time.Time, t
 	if header == "" {
 		return Verification{}, signatureError(ReasonMissing, "missing Stripe-Signature header")
 	}
-	ts, sigs, err := ParseStripeHeader(header)
+	ts, sigs, err := parseStripeHeader(header)
 	if err != nil {
 		return Verification{}, err
 	}
@@ -49,9 +49,9 @@ func verifyStripe(h http.Header, body []byte, secrets [][]byte, now time.Time, t
 	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }
 
-// ParseStripeHeader splits a Stripe-Signature header into its timestamp and
+// parseStripeHeader splits a Stripe-Signature header into its timestamp and
 // decoded v1 signatures.
-func ParseStripeHeader(header string) (int64, [][]byte, error) {
+func parseStripeHeader(header string) (int64, [][]byte, error) {
 	return parseTimestamped(header, ",", "t", "v1", "Stripe-Signature")
 }
 
@@ -65,7 +65,7 @@ func SignStripe(secret string, ts int64, body []byte) string {
 	return "t=" + strconv.FormatInt(ts, 10) + ",v1=" + hex.EncodeToString(StripeSignature([]byte(secret), ts, body))
 }
 
-func parseStripe(_ http.Header, body []byte) (Event, error) {
+func parseStripe(_ http.Header, body []byte) (Parsed, error) {
 	var ev struct {
 		ID      string          `json:"id"`
 		Type    string          `json:"type"`
@@ -73,12 +73,12 @@ func parseStripe(_ http.Header, body []byte) (Event, error) {
 	}
 	err := decodeMembers(body, member{"id", &ev.ID}, member{"type", &ev.Type}, member{"created", &ev.Created})
 	if err != nil {
-		return Event{}, payloadError("not a JSON Stripe event: %v", err)
+		return Parsed{}, payloadError("not a JSON Stripe event: %v", err)
 	}
-	out := Event{ID: ev.ID, Type: ev.Type}
+	out := Parsed{ID: ev.ID, Type: ev.Type}
 	at, err := stripeCreated(ev.Created)
 	if err != nil {
-		return Event{}, err
+		return Parsed{}, err
 	}
 	out.OccurredAt = at
 	return out, nil

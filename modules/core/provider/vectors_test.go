@@ -119,7 +119,7 @@ func TestStripeVerify(t *testing.T) {
 func TestParseStripe(t *testing.T) {
 	ev, err := Stripe.Parse(nil, []byte(`{"id":"evt_1","type":"invoice.paid","created":1700000000}`), nil)
 	require.NoError(t, err)
-	require.Equal(t, Event{ID: "evt_1", Type: "invoice.paid", OccurredAt: time.Unix(1700000000, 0)}, ev)
+	require.Equal(t, Parsed{ID: "evt_1", Type: "invoice.paid", OccurredAt: time.Unix(1700000000, 0)}, ev)
 
 	for _, bad := range []string{`not json`, `{"type":"x"}`, `{"id":"evt_1"}`, `{"id":"evt_1","type":"x","s":"\u0000"}`, "{\"id\":\"evt_1\",\"type\":\"x\"} trailing"} {
 		_, err := Stripe.Parse(nil, []byte(bad), nil)

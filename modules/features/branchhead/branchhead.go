@@ -15,8 +15,8 @@ func Register(reg *ledger.Registry) {
 	reg.Handle("github", "push", applyPush)
 }
 
-// Push is the part of a push event used.
-type Push struct {
+// push is the part of a push event used.
+type push struct {
 	Ref        string `json:"ref"`
 	Before     string `json:"before"`
 	After      string `json:"after"`
@@ -28,7 +28,7 @@ type Push struct {
 }
 
 func applyPush(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	var p Push
+	var p push
 	if err := json.Unmarshal(ev.Payload, &p); err != nil {
 		return ledger.Permanent(fmt.Errorf("decode push: %w", err))
 	}

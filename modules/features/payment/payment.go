@@ -47,8 +47,8 @@ type Payment struct {
 	Version        int64
 }
 
-// Status follows from the amounts.
-func Status(amount, refunded int64) string {
+// statusOf follows from the amounts.
+func statusOf(amount, refunded int64) string {
 	switch {
 	case refunded <= 0:
 		return "succeeded"
@@ -59,10 +59,10 @@ func Status(amount, refunded int64) string {
 	}
 }
 
-// Merge writes p into the payment table: a new row, or a merge that only
+// merge writes p into the payment table: a new row, or a merge that only
 // moves amounts, refunds and version forward, whatever the order of events.
 // It reports whether this call created the row.
-func Merge(ctx context.Context, tx *ledger.Tx, p Payment) (bool, error) {
+func merge(ctx context.Context, tx *ledger.Tx, p Payment) (bool, error) {
 	var inserted bool
 	err := tx.QueryRowContext(ctx, `
 		INSERT INTO payment AS p (provider, external_id, customer_id, amount, amount_refunded, currency, status, version, namespace)
@@ -80,7 +80,7 @@ func Merge(ctx context.Context, tx *ledger.Tx, p Payment) (bool, error) {
 			updated_at      = CURRENT_TIMESTAMP
 		RETURNING (xmax = 0)`,
 		p.Provider, p.ExternalID, p.CustomerID, p.Amount, p.AmountRefunded, p.Currency,
-		Status(p.Amount, p.AmountRefunded), p.Version, p.Namespace,
+		statusOf(p.Amount, p.AmountRefunded), p.Version, p.Namespace,
 	).Scan(&inserted)
 	if err != nil {
 		return false, fmt.Errorf("merge payment %s/%s: %w", p.Provider, p.ExternalID, err)
@@ -91,7 +91,7 @@ func Merge(ctx context.Context, tx *ledger.Tx, p Payment) (bool, error) {
 // record merges p and, when the row is new, enqueues its one receipt.
 func (m *module) record(ctx context.Context, tx *ledger.Tx, ev *ledger.Event, p Payment) error {
 	p.Namespace = ev.Namespace
-	created, err := Merge(ctx, tx, p)
+	created, err := merge(ctx, tx, p)
 	if err != nil || !created {
 		return err
 	}

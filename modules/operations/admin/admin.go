@@ -66,8 +66,8 @@ func Routes(r gin.IRouter, cfg Config) {
 
 type handler struct{ cfg Config }
 
-// Event is the JSON shape of a ledger row.
-type Event struct {
+// EventJSON is the JSON shape of a ledger row.
+type EventJSON struct {
 	EventID    string          `json:"event_id"`
 	Namespace  string          `json:"namespace"`
 	Source     string          `json:"source"`
@@ -82,8 +82,8 @@ type Event struct {
 }
 
 // EventOf converts a ledger row; withPayload adds the payload.
-func EventOf(r *ent.WebhookEvent, withPayload bool) Event {
-	e := Event{
+func EventOf(r *ent.WebhookEvent, withPayload bool) EventJSON {
+	e := EventJSON{
 		EventID: r.EventID, Namespace: r.Namespace, Source: r.Source, EventType: r.EventType,
 		Status: string(r.Status), Attempts: r.Attempts, LastError: r.LastError,
 		ReceivedAt: r.ReceivedAt.UTC(), Replayed: r.Replayed,
@@ -146,7 +146,7 @@ func (h *handler) list(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	events := make([]Event, len(rows))
+	events := make([]EventJSON, len(rows))
 	for i, r := range rows {
 		events[i] = EventOf(r, false)
 	}

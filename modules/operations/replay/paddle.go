@@ -76,7 +76,7 @@ func paddle(ctx context.Context, o PaddleOptions, r *run) error {
 				continue
 			}
 			r.fetched(1)
-			r.deliver(ctx, Event{ID: ev.EventID, Type: ev.EventType, Body: raw, Header: http.Header{}})
+			r.deliver(ctx, Fetched{ID: ev.EventID, Type: ev.EventType, Body: raw, Header: http.Header{}})
 		}
 		next = ""
 		if p.Meta.Pagination.HasMore {

@@ -82,7 +82,7 @@ func (w *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 	if err != nil {
 		return err
 	}
-	return SetWatermark(ctx, w.cfg.DB, w.cfg.Source.Name, now)
+	return setWatermark(ctx, w.cfg.DB, w.cfg.Source.Name, now)
 }
 
 // Timeout allows a long window to be paged through.
@@ -101,8 +101,8 @@ func Watermark(ctx context.Context, db *sql.DB, source string) (time.Time, error
 	return t, nil
 }
 
-// SetWatermark records that source is reconciled up to t.
-func SetWatermark(ctx context.Context, db *sql.DB, source string, t time.Time) error {
+// setWatermark records that source is reconciled up to t.
+func setWatermark(ctx context.Context, db *sql.DB, source string, t time.Time) error {
 	_, err := db.ExecContext(ctx, `
 		INSERT INTO replay_watermark (source, watermark) VALUES ($1, $2)
 		ON CONFLICT (source) DO UPDATE SET watermark = GREATEST(replay_watermark.watermark, EXCLUDED.watermark), updated_at = CURRENT_TIMESTAMP`,

@@ -31,9 +31,9 @@ type Stats struct {
 // page: the stats are not complete.
 var ErrTruncated = errors.New("replay stopped at its page cap before the last page")
 
-// Event is one event fetched from a provider's API: its exact JSON and the
+// Fetched is one event fetched from a provider's API: its exact JSON and the
 // headers a delivery of it would carry.
-type Event struct {
+type Fetched struct {
 	ID     string
 	Type   string
 	Body   []byte
@@ -42,7 +42,7 @@ type Event struct {
 
 // Sink takes fetched events and reports whether each was new.
 type Sink interface {
-	Deliver(ctx context.Context, ev Event) (bool, error)
+	Deliver(ctx context.Context, ev Fetched) (bool, error)
 }
 
 // Direct claims events in this process, through intake's Prepare and the
@@ -55,7 +55,7 @@ type Direct struct {
 }
 
 // Deliver claims ev.
-func (d *Direct) Deliver(ctx context.Context, ev Event) (bool, error) {
+func (d *Direct) Deliver(ctx context.Context, ev Fetched) (bool, error) {
 	now := time.Now
 	if d.NowFunc != nil {
 		now = d.NowFunc
@@ -80,7 +80,7 @@ type Target struct {
 }
 
 // Deliver posts ev and reads the receiver's answer.
-func (t *Target) Deliver(ctx context.Context, ev Event) (bool, error) {
+func (t *Target) Deliver(ctx context.Context, ev Fetched) (bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(ev.Body))
 	if err != nil {
 		return false, err
@@ -119,7 +119,7 @@ func (r *run) fetched(n int) {
 	r.update(func(s *Stats) { s.Fetched += int64(n) })
 }
 
-func (r *run) deliver(ctx context.Context, ev Event) {
+func (r *run) deliver(ctx context.Context, ev Fetched) {
 	claimed, err := r.sink.Deliver(ctx, ev)
 	r.update(func(s *Stats) {
 		switch {

@@ -62,7 +62,7 @@ func TestDirectClaimsAsTheReceiverDoes(t *testing.T) {
 	deliver := func(guid string) bool {
 		t.Helper()
 		header := http.Header{"X-Github-Delivery": {guid}, "X-Github-Event": {"push"}}
-		isNew, err := sink.Deliver(context.Background(), Event{ID: guid, Type: "push", Body: push, Header: header})
+		isNew, err := sink.Deliver(context.Background(), Fetched{ID: guid, Type: "push", Body: push, Header: header})
 		require.NoError(t, err)
 		return isNew
 	}
@@ -123,7 +123,7 @@ func TestStripeParameters(t *testing.T) {
 	fake, srv := newFakeStripe(t, 30, func(i int) int64 { return 1_700_000_000 + int64(i) })
 	fake.events[0]["type"] = "customer.subscription.updated"
 	got := []string{}
-	sink := sinkFunc(func(_ context.Context, ev Event) (bool, error) { got = append(got, ev.ID); return true, nil })
+	sink := sinkFunc(func(_ context.Context, ev Fetched) (bool, error) { got = append(got, ev.ID); return true, nil })
 	stats, err := Stripe(context.Background(), StripeOptions{
 		APIBase: srv.URL, APIKey: "sk_test_key", Since: time.Unix(1_700_000_010, 0), Until: time.Unix(1_700_000_019, 0),
 		Types: []string{"invoice.paid"}, FailedOnly: true, HTTP: srv.Client(),
@@ -151,7 +151,7 @@ func TestStripeGivesUp(t *testing.T) {
 
 func TestFailedDeliveriesAreCounted(t *testing.T) {
 	_, srv := newFakeStripe(t, 3, func(i int) int64 { return 100 + int64(i) })
-	sink := sinkFunc(func(_ context.Context, ev Event) (bool, error) {
+	sink := sinkFunc(func(_ context.Context, ev Fetched) (bool, error) {
 		if ev.ID == "evt_0001" {
 			return false, fmt.Errorf("ledger unavailable")
 		}
@@ -162,9 +162,9 @@ func TestFailedDeliveriesAreCounted(t *testing.T) {
 	require.Equal(t, Stats{Fetched: 3, New: 2, Failed: 1}, stats)
 }
 
-type sinkFunc func(context.Context, Event) (bool, error)
+type sinkFunc func(context.Context, Fetched) (bool, error)
 
-func (f sinkFunc) Deliver(ctx context.Context, ev Event) (bool, error) { return f(ctx, ev) }
+func (f sinkFunc) Deliver(ctx context.Context, ev Fetched) (bool, error) { return f(ctx, ev) }
 
 func TestPaddlePagesAndWindow(t *testing.T) {
 	fixture, err := os.ReadFile("../../../testdata/providers/paddle/events-list-response.GET_events.json")
@@ -306,7 +306,7 @@ func TestPaddleCapSaysTruncated(t *testing.T) {
 	}))
 	defer srv.Close()
 	var got int
-	sink := sinkFunc(func(context.Context, Event) (bool, error) { got++; return true, nil })
+	sink := sinkFunc(func(context.Context, Fetched) (bool, error) { got++; return true, nil })
 	o := PaddleOptions{APIBase: srv.URL, APIKey: "pdl_key", Since: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), HTTP: srv.Client(), MaxPages: 3}
 	stats, err := Paddle(context.Background(), o, sink, nil)
 	require.ErrorIs(t, err, ErrTruncated)

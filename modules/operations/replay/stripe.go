@@ -64,7 +64,7 @@ func stripe(ctx context.Context, o StripeOptions, r *run) error {
 			if err := json.Unmarshal(raw, &ev); err != nil {
 				return fmt.Errorf("stripe event: %w", err)
 			}
-			r.deliver(ctx, Event{ID: ev.ID, Type: ev.Type, Body: raw, Header: http.Header{}})
+			r.deliver(ctx, Fetched{ID: ev.ID, Type: ev.Type, Body: raw, Header: http.Header{}})
 			last = ev.ID
 		}
 		if !page.HasMore || last == "" {
