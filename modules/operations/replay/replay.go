@@ -45,11 +45,16 @@ type Sink interface {
 	Deliver(ctx context.Context, ev Fetched) (bool, error)
 }
 
+// Claimer is the part of the ledger replay writes through: *ledger.Store.
+type Claimer interface {
+	Claim(ctx context.Context, in ledger.Claim) (ledger.ClaimResult, error)
+}
+
 // Direct claims events in this process, through intake's Prepare and the
 // ledger's Claim, as the HTTP path does; rows are marked replayed.
 type Direct struct {
 	Source  *intake.Source
-	Claimer *ledger.Store
+	Claimer Claimer
 	// NowFunc is the clock; time.Now when nil.
 	NowFunc func() time.Time
 }
