@@ -61,7 +61,7 @@ func SignGitHub(secret string, body []byte) string {
 
 func parseGitHub(h http.Header, body []byte) (Event, error) {
 	var payload struct{ Action string }
-	if err := decodeMembers(body, member{"action", &payload.Action}); err != nil {
+	if err := decodeMembers(body, member{Name: "action", Dst: &payload.Action}); err != nil {
 		return Event{}, payloadError("not a JSON GitHub payload (set the webhook's content type to application/json): %v", err)
 	}
 	ev := Event{ID: h.Get("X-GitHub-Delivery"), Type: h.Get("X-GitHub-Event")}
