@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 )
 
 // maxDepth is encoding/json's nesting limit, which decoding a delivery
@@ -337,9 +339,24 @@ func (f *Field) set(value []byte) error {
 	if len(f.Fields) > 0 {
 		return fmt.Errorf("json: cannot unmarshal %s into field %s", kind(value), f.Name)
 	}
-	if raw, ok := f.Dst.(*json.RawMessage); ok {
-		*raw = value
+	switch dst := f.Dst.(type) {
+	case *json.RawMessage:
+		*dst = value
 		return nil
+	case *string:
+		// Most strings a handler reads are ids without escapes: taken as
+		// they are, they skip encoding/json's second scan and reflection.
+		if value[0] == '"' {
+			if v := value[1 : len(value)-1]; bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+				*dst = string(v)
+				return nil
+			}
+		}
+	case *int64:
+		if n, err := strconv.ParseInt(string(value), 10, 64); err == nil {
+			*dst = n
+			return nil
+		}
 	}
 	return json.Unmarshal(value, f.Dst)
 }

@@ -77,6 +77,8 @@ func FuzzDecodeNestedFields(f *testing.F) {
 		`{"data":{"object":{"id":"a"}},"data":{"object":{"ID":"b"}}}`, `{"Data":{"OBJECT":{"id":"c"}}}`,
 		`{"data":{"object":{"items":{"data":[{"price":{"id":"p"}},7]}}}}`, `{"data":{"object":{"id":"a",}}}`,
 		`{"data":{"object":{"items":{"data":[{"price":"x"}]}}}}`, `{"created":"1"}`, `{"data":{"object":{"id":"\u0061"}}}`,
+		`{"data":{"object":{"id":5}}}`, `{"data":{"object":{"id":""}}}`, "{\"data\":{\"object\":{\"id\":\"\xff\"}}}",
+		`{"created":-0}`, `{"created":9223372036854775808}`, `{"created":1.0}`, `{"created":1e2}`, `{"created":true}`,
 	} {
 		f.Add([]byte(seed))
 	}
