@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"runtime/pprof"
 
 	"go.uber.org/zap"
 
@@ -19,6 +21,13 @@ func serve(ctx context.Context, cfg *config.Config, role config.Role, ln net.Lis
 		return err
 	}
 	defer log.Sync() //nolint:errcheck
+	if path := os.Getenv("HOOKLEDGER_CPUPROFILE"); path != "" {
+		stop, err := startCPUProfile(path, role)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	a, err := New(ctx, cfg, log, role)
 	if err != nil {
 		return err
@@ -73,4 +82,23 @@ func (a *App) logSources() {
 		a.log.Info("source enabled", zap.String("source", s.Name), zap.String("provider", s.Provider),
 			zap.String("namespace", s.Namespace), zap.String("url", "POST /webhooks/"+s.Name), zap.Int("secrets", len(s.Secrets)))
 	}
+}
+
+// startCPUProfile writes a CPU profile of this process, from now until
+// stop, to path.<role>.<pid>: a benchmark starts several serve processes
+// with one environment, and each keeps a profile of its own. It is for
+// measuring, never on by default.
+func startCPUProfile(path string, role config.Role) (stop func(), err error) {
+	f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, role, os.Getpid()))
+	if err != nil {
+		return nil, fmt.Errorf("HOOKLEDGER_CPUPROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("HOOKLEDGER_CPUPROFILE: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

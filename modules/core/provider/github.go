@@ -61,7 +61,7 @@ func SignGitHub(secret string, body []byte) string {
 
 func parseGitHub(h http.Header, body []byte) (Parsed, error) {
 	var payload struct{ Action string }
-	if err := decodeMembers(body, member{"action", &payload.Action}); err != nil {
+	if err := decodeMembers(body, member{Name: "action", Dst: &payload.Action}); err != nil {
 		return Parsed{}, payloadError("not a JSON GitHub payload (set the webhook's content type to application/json): %v", err)
 	}
 	ev := Parsed{ID: h.Get("X-GitHub-Delivery"), Type: h.Get("X-GitHub-Event")}

@@ -62,7 +62,7 @@ func SignPaddle(secret string, ts int64, body []byte) string {
 
 func parsePaddle(_ http.Header, body []byte) (Parsed, error) {
 	var ev struct{ EventID, EventType, OccurredAt string }
-	err := decodeMembers(body, member{"event_id", &ev.EventID}, member{"event_type", &ev.EventType}, member{"occurred_at", &ev.OccurredAt})
+	err := decodeMembers(body, member{Name: "event_id", Dst: &ev.EventID}, member{Name: "event_type", Dst: &ev.EventType}, member{Name: "occurred_at", Dst: &ev.OccurredAt})
 	if err != nil {
 		return Parsed{}, payloadError("not a JSON Paddle event: %v", err)
 	}

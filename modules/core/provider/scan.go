@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 )
 
 // maxDepth is encoding/json's nesting limit, which decoding a delivery
@@ -22,6 +24,18 @@ var errSyntax = errors.New("invalid JSON")
 // null has no members; any other value that is not an object is an error,
 // as decoding it into a struct would be.
 func scanMembers(body []byte, fn func(key, value []byte) error) error {
+	return scanObject(body, func(s *scanner, depth int, key []byte, _ int) error {
+		start := s.i
+		if err := s.value(depth); err != nil {
+			return err
+		}
+		return fn(key, s.b[start:s.i])
+	})
+}
+
+// scanObject is scanMembers with fn reading each top-level member's value
+// itself.
+func scanObject(body []byte, fn memberFunc) error {
 	s := scanner{b: body}
 	s.space()
 	if s.i < len(s.b) && s.b[s.i] == '{' {
@@ -43,6 +57,11 @@ func scanMembers(body []byte, fn func(key, value []byte) error) error {
 	}
 	return nil
 }
+
+// memberFunc reads one member of an object (its key resolved) or element
+// of an array (its index) at nesting depth: it scans the value at s.i, as
+// s.value(depth) does, and may read what it scanned.
+type memberFunc func(s *scanner, depth int, key []byte, index int) error
 
 // member is a top-level member to read and where its value goes.
 type member = Field
@@ -100,8 +119,8 @@ func (s *scanner) value(depth int) error {
 }
 
 // container scans an object or an array at nesting depth; fn, when set,
-// gets each member of the object.
-func (s *scanner) container(depth int, fn func(key, value []byte) error) error {
+// reads each member or element.
+func (s *scanner) container(depth int, fn memberFunc) error {
 	if depth > maxDepth {
 		return fmt.Errorf("%w: exceeded max depth", errSyntax)
 	}
@@ -115,7 +134,7 @@ func (s *scanner) container(depth int, fn func(key, value []byte) error) error {
 		s.i++
 		return nil
 	}
-	for {
+	for index := 0; ; index++ {
 		s.space()
 		var key []byte
 		if closer == '}' {
@@ -138,14 +157,14 @@ func (s *scanner) container(depth int, fn func(key, value []byte) error) error {
 			s.i++
 			s.space()
 		}
-		start := s.i
-		if err := s.value(depth); err != nil {
-			return err
-		}
+		var err error
 		if fn != nil {
-			if err := fn(key, s.b[start:s.i]); err != nil {
-				return err
-			}
+			err = fn(s, depth, key, index)
+		} else {
+			err = s.value(depth)
+		}
+		if err != nil {
+			return err
 		}
 		s.space()
 		if s.i >= len(s.b) {
@@ -245,35 +264,115 @@ func (s *scanner) literal(word string) error {
 	return nil
 }
 
-// Field is one top-level member for DecodeFields: its name and where its
-// value goes. A *json.RawMessage receives the raw value without a copy or
-// a second pass.
+// Field is one member for DecodeFields: its name and where its value
+// goes. A *json.RawMessage receives the raw value without a copy or a
+// second pass. Fields, when set, reads members of the value instead, in
+// the same pass: those of an object, or of an array's first element (a
+// handler reading "the first item").
 type Field struct {
-	Name string
-	Dst  any
+	Name   string
+	Dst    any
+	Fields []Field
 }
 
-// DecodeFields reads the named top-level members of a JSON object as
-// decoding it into a struct with those fields would, in one pass that skips
-// every other member without decoding it. Handlers use it to read the few
-// fields they need from a large payload: a nested field is read by
-// decoding its parent into a json.RawMessage and calling DecodeFields on
-// that.
-func DecodeFields(body []byte, fields ...Field) error {
-	return scanMembers(body, func(key, value []byte) error {
-		for _, f := range fields {
-			if !bytes.EqualFold(key, []byte(f.Name)) {
-				continue
+// DecodeFields reads the named members of a JSON object as decoding it
+// into a struct with those fields would, in one pass that skips every
+// other member without decoding it. Handlers use it to read the few fields
+// they need from a large payload, nested ones included (Field.Fields), so
+// that the payload is scanned once however deep they are.
+func DecodeFields(body []byte, fields ...Field) error { return scanObject(body, decodeInto(fields)) }
+
+// decodeInto reads the members of an object that fields name.
+func decodeInto(fields []Field) memberFunc {
+	return func(s *scanner, depth int, key []byte, _ int) error {
+		var f *Field
+		for i := range fields {
+			if bytes.EqualFold(key, []byte(fields[i].Name)) {
+				f = &fields[i]
+				break
 			}
-			if bytes.Equal(value, []byte("null")) {
-				return nil
+		}
+		if f != nil && len(f.Fields) > 0 && s.i < len(s.b) {
+			switch s.b[s.i] {
+			case '{':
+				return s.container(depth+1, decodeInto(f.Fields))
+			case '[':
+				return s.container(depth+1, firstElement(f.Fields))
 			}
-			if raw, ok := f.Dst.(*json.RawMessage); ok {
-				*raw = value
-				return nil
-			}
-			return json.Unmarshal(value, f.Dst)
+		}
+		start := s.i
+		if err := s.value(depth); err != nil {
+			return err
+		}
+		if f == nil {
+			return nil
+		}
+		return f.set(s.b[start:s.i])
+	}
+}
+
+// firstElement reads the members of an array's first element that fields
+// name; the other elements are only checked, each an object or null as
+// decoding into a slice of structs requires.
+func firstElement(fields []Field) memberFunc {
+	return func(s *scanner, depth int, _ []byte, index int) error {
+		if index == 0 && s.i < len(s.b) && s.b[s.i] == '{' {
+			return s.container(depth+1, decodeInto(fields))
+		}
+		start := s.i
+		if err := s.value(depth); err != nil {
+			return err
+		}
+		if v := s.b[start:s.i]; v[0] != '{' && !bytes.Equal(v, []byte("null")) {
+			return fmt.Errorf("json: cannot unmarshal %s into an object", kind(v))
 		}
 		return nil
-	})
+	}
+}
+
+// set stores the raw value of f's member, as encoding/json would: null
+// leaves the destination as it was.
+func (f *Field) set(value []byte) error {
+	if bytes.Equal(value, []byte("null")) {
+		return nil
+	}
+	if len(f.Fields) > 0 {
+		return fmt.Errorf("json: cannot unmarshal %s into field %s", kind(value), f.Name)
+	}
+	switch dst := f.Dst.(type) {
+	case *json.RawMessage:
+		*dst = value
+		return nil
+	case *string:
+		// Most strings a handler reads are ids without escapes: taken as
+		// they are, they skip encoding/json's second scan and reflection.
+		if value[0] == '"' {
+			if v := value[1 : len(value)-1]; bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+				*dst = string(v)
+				return nil
+			}
+		}
+	case *int64:
+		if n, err := strconv.ParseInt(string(value), 10, 64); err == nil {
+			*dst = n
+			return nil
+		}
+	}
+	return json.Unmarshal(value, f.Dst)
+}
+
+// kind names the JSON type of a scanned value, as encoding/json's errors
+// do.
+func kind(v []byte) string {
+	switch v[0] {
+	case '"':
+		return "string"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "bool"
+	case '{':
+		return "object"
+	}
+	return "number"
 }

@@ -33,12 +33,7 @@ func FuzzScanMembers(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	files, _ := filepath.Glob("../../../testdata/providers/*/*.json")
-	for _, file := range files {
-		if b, err := os.ReadFile(file); err == nil {
-			f.Add(b)
-		}
-	}
+	addFixtures(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var want stripeFields
 		wantErr := json.Unmarshal(body, &want)
@@ -52,4 +47,75 @@ func FuzzScanMembers(f *testing.F) {
 			require.Equal(t, want.Type, got.Type)
 		}
 	})
+}
+
+// nestedFields is what FuzzDecodeNestedFields reads, as a struct.
+type nestedFields struct {
+	Created int64 `json:"created"`
+	Data    struct {
+		Object struct {
+			ID    string `json:"id"`
+			Items struct {
+				Data []struct {
+					Price struct {
+						ID string `json:"id"`
+					} `json:"price"`
+				} `json:"data"`
+			} `json:"items"`
+		} `json:"object"`
+	} `json:"data"`
+}
+
+// FuzzDecodeNestedFields: reading nested fields with DecodeFields in one
+// pass reads what decoding into a struct reads wherever encoding/json
+// accepts the body, and refuses every body that is not JSON.
+func FuzzDecodeNestedFields(f *testing.F) {
+	for _, seed := range []string{
+		`{"created":1,"data":{"object":{"id":"sub_1","items":{"data":[{"price":{"id":"p1"}},{"price":{"id":"p2"}}]}}}}`,
+		`{"data":null}`, `{"data":{"object":null}}`, `{"data":{"object":{"items":{"data":[]}}}}`,
+		`{"data":{"object":{"items":{"data":[null,{"price":{"id":"p2"}}]}}}}`, `{"data":5}`, `{"data":[1]}`,
+		`{"data":{"object":{"id":"a"}},"data":{"object":{"ID":"b"}}}`, `{"Data":{"OBJECT":{"id":"c"}}}`,
+		`{"data":{"object":{"items":{"data":[{"price":{"id":"p"}},7]}}}}`, `{"data":{"object":{"id":"a",}}}`,
+		`{"data":{"object":{"items":{"data":[{"price":"x"}]}}}}`, `{"created":"1"}`, `{"data":{"object":{"id":"\u0061"}}}`,
+		`{"data":{"object":{"id":5}}}`, `{"data":{"object":{"id":""}}}`, "{\"data\":{\"object\":{\"id\":\"\xff\"}}}",
+		`{"created":-0}`, `{"created":9223372036854775808}`, `{"created":1.0}`, `{"created":1e2}`, `{"created":true}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	addFixtures(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var want nestedFields
+		wantErr := json.Unmarshal(body, &want)
+		var (
+			got   nestedFields
+			price string
+		)
+		gotErr := DecodeFields(body, Field{Name: "created", Dst: &got.Created},
+			Field{Name: "data", Fields: []Field{{Name: "object", Fields: []Field{{Name: "id", Dst: &got.Data.Object.ID},
+				{Name: "items", Fields: []Field{{Name: "data", Fields: []Field{{Name: "price", Fields: []Field{{Name: "id", Dst: &price}}}}}}}}}}})
+		if !json.Valid(body) {
+			require.Error(t, gotErr)
+		}
+		if wantErr != nil {
+			return
+		}
+		require.NoError(t, gotErr)
+		require.Equal(t, want.Created, got.Created)
+		require.Equal(t, want.Data.Object.ID, got.Data.Object.ID)
+		wantPrice := ""
+		if len(want.Data.Object.Items.Data) > 0 {
+			wantPrice = want.Data.Object.Items.Data[0].Price.ID
+		}
+		require.Equal(t, wantPrice, price)
+	})
+}
+
+// addFixtures seeds f with every real provider payload.
+func addFixtures(f *testing.F) {
+	files, _ := filepath.Glob("../../../testdata/providers/*/*.json")
+	for _, file := range files {
+		if b, err := os.ReadFile(file); err == nil {
+			f.Add(b)
+		}
+	}
 }

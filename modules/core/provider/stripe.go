@@ -71,7 +71,7 @@ func parseStripe(_ http.Header, body []byte) (Parsed, error) {
 		Type    string          `json:"type"`
 		Created json.RawMessage `json:"created"`
 	}
-	err := decodeMembers(body, member{"id", &ev.ID}, member{"type", &ev.Type}, member{"created", &ev.Created})
+	err := decodeMembers(body, member{Name: "id", Dst: &ev.ID}, member{Name: "type", Dst: &ev.Type}, member{Name: "created", Dst: &ev.Created})
 	if err != nil {
 		return Parsed{}, payloadError("not a JSON Stripe event: %v", err)
 	}
