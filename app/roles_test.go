@@ -29,7 +29,7 @@ func runSplitRoles(t *testing.T, db *dbtest.DB, receiverEnv, workerEnv, otherWor
 	t.Helper()
 	// Four processes share the test server's connections.
 	with := func(extra map[string]string) map[string]string {
-		env := map[string]string{"STANDARD_WEBHOOK_SECRET": providerSecrets["standard"], "DB_MAX_CONNS": "6"}
+		env := map[string]string{"STANDARD_WEBHOOK_SECRET": providerSecrets["standard"], "DB_MAX_CONNS": "4"}
 		maps.Copy(env, extra)
 		return env
 	}

@@ -18,7 +18,7 @@ import (
 func TestStatsAgreeAcrossReceiversAndRestarts(t *testing.T) {
 	t.Parallel()
 	db := dbtest.New(t)
-	env := map[string]string{"ADMIN_TOKEN": adminToken, "DB_MAX_CONNS": "8"}
+	env := map[string]string{"ADMIN_TOKEN": adminToken}
 	a := startOn(t, db, env, config.RoleAll)
 	b := startOn(t, db, env, config.RoleHTTP)
 	now := time.Now()

@@ -38,7 +38,7 @@ const Patience = 2 * time.Minute
 // MaxConns caps each test database's pool. PostgreSQL's connections are
 // shared by every test running on the server, and by every test run on
 // the machine: parallel tests multiply pools, so each stays small.
-const MaxConns = 8
+const MaxConns = 6
 
 // DB is one test's database.
 type DB struct {
