@@ -366,7 +366,7 @@ func TestMetricsOnTheirOwnListener(t *testing.T) {
 	db := dbtest.New(t)
 	cfg, err := config.FromEnv(func(k string) string {
 		return map[string]string{
-			"DATABASE_URL": db.URL, "STRIPE_WEBHOOK_SECRET": secret, "LOG_LEVEL": "warn",
+			"DATABASE_URL": db.URL, "STRIPE_WEBHOOK_SECRET": secret, "LOG_LEVEL": "warn", "DB_MAX_CONNS": strconv.Itoa(dbtest.MaxConns),
 			"METRICS_ADDR": "127.0.0.1:0", "METRICS_TOKEN": "scrape-token",
 		}[k]
 	})

@@ -14,6 +14,7 @@ import (
 // TestTriggerEveryType sends each listed type to a receiver with every
 // source enabled: each is claimed and applied by its module.
 func TestTriggerEveryType(t *testing.T) {
+	// Serial: the trigger command reads the secrets from the environment.
 	s := allProviders(t)
 	for name, env := range map[string]string{
 		"stripe": "STRIPE_WEBHOOK_SECRET", "github": "GITHUB_WEBHOOK_SECRET",
