@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 const adminToken = "admin-token-for-tests"
@@ -47,6 +49,7 @@ func basic(token string) func(*http.Request) {
 }
 
 func TestAdminOffWithoutToken(t *testing.T) {
+	t.Parallel()
 	s := start(t, nil)
 	for _, path := range []string{"/admin/events", "/admin/stats", "/riverui/"} {
 		code, _, _ := s.admin(t, http.MethodGet, path, bearer("anything"))
@@ -55,10 +58,15 @@ func TestAdminOffWithoutToken(t *testing.T) {
 }
 
 func TestAdminAuth(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken})
-	paths := []struct{ method, path string }{
-		{"GET", "/admin/events"}, {"GET", "/admin/events/evt_x"}, {"POST", "/admin/events/evt_x/requeue"},
-		{"POST", "/admin/events/requeue?status=failed"}, {"GET", "/admin/stats"}, {"GET", "/riverui/"},
+	paths := []struct {
+		method, path string
+		want         int // with the token
+	}{
+		{"GET", "/admin/events", http.StatusOK}, {"GET", "/admin/events/evt_x", http.StatusNotFound},
+		{"POST", "/admin/events/evt_x/requeue", http.StatusNotFound}, {"POST", "/admin/events/requeue?status=failed", http.StatusOK},
+		{"GET", "/admin/stats", http.StatusOK}, {"GET", "/riverui/", http.StatusOK},
 	}
 	for _, p := range paths {
 		for name, auth := range map[string]func(*http.Request){
@@ -69,7 +77,7 @@ func TestAdminAuth(t *testing.T) {
 			require.Equal(t, `Basic realm="hookledger"`, h.Get("WWW-Authenticate"))
 		}
 		code, _, _ := s.admin(t, p.method, p.path, bearer(adminToken))
-		require.NotEqual(t, http.StatusUnauthorized, code, "%s %s", p.method, p.path)
+		require.Equal(t, p.want, code, "%s %s", p.method, p.path)
 	}
 	code, _, _ := s.admin(t, "GET", "/admin/stats", basic(adminToken))
 	require.Equal(t, http.StatusOK, code, "basic auth with the token as password, for browsers")
@@ -85,6 +93,7 @@ func TestAdminAuth(t *testing.T) {
 }
 
 func TestAdminEventsAPI(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken})
 	auth := bearer(adminToken)
 
@@ -158,12 +167,14 @@ func TestAdminEventsAPI(t *testing.T) {
 	require.Equal(t, 1.0, out["requeued"])
 	require.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_list_3' AND status = 'settled' AND attempts = 2`) == 1
-	}, 15*time.Second, 20*time.Millisecond, "re-applied once more")
+	}, dbtest.Patience, 20*time.Millisecond, "re-applied once more")
 }
 
 // TestRequeueFailed: a poison payload fails permanently; requeue puts the
-// row back to claimed and runs River's existing job again.
+// row back to claimed and runs River's existing job again, one event or
+// every failed one.
 func TestRequeueFailed(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken})
 	auth := bearer(adminToken)
 	now := time.Now()
@@ -177,10 +188,10 @@ func TestRequeueFailed(t *testing.T) {
 			return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'failed' AND attempts = $1`, n) == 2
 		}
 	}
-	require.Eventually(t, failed(1), 15*time.Second, 20*time.Millisecond)
+	require.Eventually(t, failed(1), dbtest.Patience, 20*time.Millisecond)
 	require.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 2
-	}, 15*time.Second, 20*time.Millisecond, "River stops retrying a poison payload")
+	}, dbtest.Patience, 20*time.Millisecond, "River stops retrying a poison payload")
 	code, out, _ := s.admin(t, "GET", "/admin/events/evt_poison_1", auth)
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, out["event"].(map[string]any)["last_error"], "without data.object.id")
@@ -188,20 +199,38 @@ func TestRequeueFailed(t *testing.T) {
 
 	code, out, _ = s.admin(t, "POST", "/admin/events/evt_poison_1/requeue", auth)
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, "requeued", out["result"])
+	require.Equal(t, map[string]any{"requeued": 1.0, "result": "requeued"}, out)
+	// Its job runs again and fails for good again; evt_poison_2 is untouched.
+	attempts := func(n1, n2 int) func() bool {
+		return func() bool {
+			return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'failed' AND
+				((event_id = 'evt_poison_1' AND attempts = $1) OR (event_id = 'evt_poison_2' AND attempts = $2))`, n1, n2) == 2 &&
+				s.db.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 2
+		}
+	}
+	require.Eventually(t, attempts(2, 1), dbtest.Patience, 20*time.Millisecond, "River's job of evt_poison_1 ran again")
+
 	code, out, _ = s.admin(t, "POST", "/admin/events/requeue?status=failed", auth)
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, 1.0, out["requeued"].(float64)+out["pending"].(float64), "evt_poison_1 is no longer failed: %v", out)
-	require.Eventually(t, failed(2), 15*time.Second, 20*time.Millisecond)
+	require.Equal(t, map[string]any{"requeued": 2.0, "pending": 0.0, "skipped": 0.0}, out, "both failed events, neither running")
+	require.Eventually(t, attempts(3, 2), dbtest.Patience, 20*time.Millisecond, "both jobs ran again")
 	require.Equal(t, 2, s.db.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event'`), "one job per event, ever")
 
+	// The oldest pending row's age, read before and after the request.
+	oldest := func() int {
+		return s.db.Count(t, `SELECT floor(EXTRACT(EPOCH FROM now() - min(received_at)))::int FROM webhook_event WHERE status IN ('claimed', 'failed')`)
+	}
+	before := oldest()
 	code, out, _ = s.admin(t, "GET", "/admin/stats", auth)
+	after := oldest()
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, 2.0, out["by_status"].(map[string]any)["failed"])
-	require.GreaterOrEqual(t, out["oldest_pending_seconds"].(float64), 0.0)
+	require.Equal(t, map[string]any{"claimed": 0.0, "processing": 0.0, "settled": 0.0, "failed": 2.0}, out["by_status"])
+	got := int(out["oldest_pending_seconds"].(float64))
+	require.True(t, before <= got && got <= after, "oldest_pending_seconds %d, the ledger says %d to %d", got, before, after)
 }
 
 func TestStatsAndMetricsCountDuplicates(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken})
 	body := subEvent("evt_dup_stats", "active", time.Now().Unix())
 	for range 3 {
@@ -227,7 +256,7 @@ func TestStatsAndMetricsCountDuplicates(t *testing.T) {
 		`hookledger_ledger_backlog{status="claimed"} 0`,
 		`hookledger_ledger_oldest_pending_seconds 0`,
 		`hookledger_claim_duration_seconds_count{source="stripe"} 3`,
-		`hookledger_apply_duration_seconds_count{provider="stripe"}`,
+		`hookledger_apply_duration_seconds_count{provider="stripe"} 1`,
 	} {
 		require.Contains(t, metrics, want)
 	}
@@ -250,6 +279,7 @@ func (s *server) metrics(t *testing.T) string {
 // row's second attempt); the usage module replaces the event's delta when
 // it is applied again, so its total does not double.
 func TestLogOnlyAppliesDuplicates(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{
 		"ADMIN_TOKEN": adminToken, "CLAIM_MODE": "log-only",
 		"STANDARD_WEBHOOK_SECRET": providerSecrets["standard"],
@@ -263,7 +293,7 @@ func TestLogOnlyAppliesDuplicates(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'msg_log_only' AND status = 'settled' AND attempts = 2`) == 1
-	}, 15*time.Second, 20*time.Millisecond, "the duplicate is applied again")
+	}, dbtest.Patience, 20*time.Millisecond, "the duplicate is applied again")
 	require.Equal(t, 7, s.db.Count(t, `SELECT COALESCE(sum(quantity), 0) FROM usage_total WHERE customer_id = 'cus_lo'`))
 	require.Contains(t, s.metrics(t), `hookledger_log_only_would_skip_total{source="standard"} 1`)
 	_, out, _ := s.admin(t, "GET", "/admin/stats", bearer(adminToken))
@@ -298,7 +328,7 @@ func TestEventsAndPruneCommands(t *testing.T) {
 	require.Equal(t, 0, code, stdout)
 	require.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_cli' AND status = 'settled' AND attempts = 2`) == 1
-	}, 15*time.Second, 20*time.Millisecond)
+	}, dbtest.Patience, 20*time.Millisecond)
 
 	_, err := s.db.SQL.Exec(`UPDATE webhook_event SET received_at = now() - interval '100 days'`)
 	require.NoError(t, err)

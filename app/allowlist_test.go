@@ -33,6 +33,7 @@ func fakePublishers(t *testing.T, stripeIPs, githubHooks string) (stripeURL, git
 }
 
 func TestIPsUpdateWritesTheListsOrNothing(t *testing.T) {
+	t.Parallel()
 	stripeURL, githubURL := fakePublishers(t, `"3.18.12.63","54.187.216.72"`, `"192.30.252.0/22","2a0a:a440::/29"`)
 	file := filepath.Join(t.TempDir(), "ips.json")
 	code, stdout, stderr := run("ips", "update", "--file", file, "--stripe-url", stripeURL, "--github-url", githubURL)
@@ -62,6 +63,7 @@ func TestIPsUpdateWritesTheListsOrNothing(t *testing.T) {
 // forged X-Forwarded-For is believed only from TRUSTED_PROXIES, and only
 // its hop next to the trusted proxy counts.
 func TestAllowIPsRefusesBeforeTheBody(t *testing.T) {
+	t.Parallel()
 	stripeURL, githubURL := fakePublishers(t, `"198.51.100.7"`, `"192.30.252.0/22"`)
 	ips := filepath.Join(t.TempDir(), "ips.json")
 	code, _, stderr := run("ips", "update", "--file", ips, "--stripe-url", stripeURL, "--github-url", githubURL)
@@ -129,6 +131,7 @@ sources:
 // TestStalePublishedListIsReported: the shipped copy, older than
 // PUBLISHED_IPS_MAX_AGE, is enforced and reported by the metric.
 func TestStalePublishedListIsReported(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "hookledger.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(`
 sources:

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,9 @@ func startOn(t testing.TB, db *dbtest.DB, env map[string]string, role config.Rol
 		"DATABASE_URL":          db.URL,
 		"STRIPE_WEBHOOK_SECRET": "whsec_other_secret," + secret,
 		"LOG_LEVEL":             "warn",
+		// Parallel tests share the server's connections: a test's pool, not
+		// production's.
+		"DB_MAX_CONNS": strconv.Itoa(dbtest.MaxConns),
 	}
 	for k, v := range env {
 		vars[k] = v
@@ -105,10 +109,11 @@ func (s *server) waitSettled(t *testing.T, id string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = $1 AND status = 'settled'`, id) == 1
-	}, 15*time.Second, 20*time.Millisecond)
+	}, dbtest.Patience, 20*time.Millisecond)
 }
 
 func TestEndToEnd(t *testing.T) {
+	t.Parallel()
 	s := start(t, nil)
 	body := subEvent("evt_e2e_1", "active", time.Now().Unix())
 	code, out := s.post(t, "/webhooks/stripe", body, signed(body, time.Now()))
@@ -144,6 +149,7 @@ func TestEndToEnd(t *testing.T) {
 }
 
 func TestConcurrentDuplicatesClaimOnce(t *testing.T) {
+	t.Parallel()
 	s := start(t, nil)
 	body := subEvent("evt_storm", "active", time.Now().Unix())
 	var (
@@ -170,6 +176,7 @@ func TestConcurrentDuplicatesClaimOnce(t *testing.T) {
 }
 
 func TestRejectionsWriteNothing(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"MAX_BODY_BYTES": "2048"})
 	now := time.Now()
 	body := subEvent("evt_bad", "active", now.Unix())
@@ -217,6 +224,7 @@ func TestRejectionsWriteNothing(t *testing.T) {
 }
 
 func TestBodyLimitWhileReading(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"MAX_BODY_BYTES": "1024"})
 	now := time.Now()
 	// Exactly the limit is accepted.
@@ -247,6 +255,7 @@ func TestBodyLimitWhileReading(t *testing.T) {
 }
 
 func TestReplayTokenSkipsSignature(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"REPLAY_TOKEN": "replay-secret"})
 	body := subEvent("evt_replayed", "active", time.Now().Unix())
 	code, _ := s.post(t, "/webhooks/stripe", body, http.Header{"X-Replay-Token": {"guess"}})
@@ -258,6 +267,7 @@ func TestReplayTokenSkipsSignature(t *testing.T) {
 }
 
 func TestReplayTokenIgnoredWhenUnset(t *testing.T) {
+	t.Parallel()
 	s := start(t, nil)
 	body := subEvent("evt_noreplay", "active", time.Now().Unix())
 	code, _ := s.post(t, "/webhooks/stripe", body, http.Header{"X-Replay-Token": {""}})
@@ -265,6 +275,7 @@ func TestReplayTokenIgnoredWhenUnset(t *testing.T) {
 }
 
 func TestUnreachableDatabaseAnswers503(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"CLAIM_TIMEOUT": "300ms"})
 	// Hold the ledger's unique key so the claim cannot finish in time.
 	tx, err := s.db.SQL.Begin()
@@ -282,6 +293,7 @@ func TestUnreachableDatabaseAnswers503(t *testing.T) {
 // TestGracefulShutdownFinishesInFlight: a delivery whose body is still
 // arriving when shutdown starts is answered, and its claim is kept.
 func TestGracefulShutdownFinishesInFlight(t *testing.T) {
+	t.Parallel()
 	s := start(t, nil)
 	body := subEvent("evt_inflight", "active", time.Now().Unix())
 	pr, pw := io.Pipe()
@@ -308,7 +320,7 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	// The handler has reserved the body's budget: it is reading the body.
 	require.Eventually(t, func() bool {
 		return !strings.Contains(s.metrics(t), "hookledger_body_bytes_in_flight 0\n")
-	}, 60*time.Second, 10*time.Millisecond, "the server never started reading the body")
+	}, dbtest.Patience, 10*time.Millisecond, "the server never started reading the body")
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.stop() }()
 	// Shutdown has begun once the listener refuses new connections.
@@ -320,7 +332,7 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 		}
 		c.Close()
 		return false
-	}, 60*time.Second, 10*time.Millisecond, "shutdown never closed the listener")
+	}, dbtest.Patience, 10*time.Millisecond, "shutdown never closed the listener")
 	_, err = pw.Write(body[len(body)/2:])
 	require.NoError(t, err)
 	require.NoError(t, pw.Close())

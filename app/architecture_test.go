@@ -43,6 +43,7 @@ var siblingsAllowed = map[string]bool{"core": true, "testsupport": true}
 // feature module imports no other feature module, and the core imports no
 // feature module; it reads the rules from the folders.
 func TestModuleDependencies(t *testing.T) {
+	t.Parallel()
 	entries, err := os.ReadDir("../modules")
 	require.NoError(t, err)
 	var categories []string

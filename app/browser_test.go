@@ -16,6 +16,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 // chromium returns the path of Debian's Chromium, or skips the test.
@@ -72,6 +74,7 @@ func text(t *testing.T, ctx context.Context, css string) string {
 // that settles a failed event, and a cross-site POST that is refused.
 // UPDATE_SCREENSHOT=1 also writes the overview to docs/console.png.
 func TestConsoleInABrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken, "CLAIM_MODE": "log-only"})
 	// One subscription plan the database refuses until the test lifts it:
@@ -107,7 +110,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == len(ids) &&
 			s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_browser_broken' AND status = 'failed'`) == 1
-	}, 30*time.Second, 50*time.Millisecond, "the run settles, but for the broken plan")
+	}, dbtest.Patience, 50*time.Millisecond, "the run settles, but for the broken plan")
 
 	// The overview, populated by the run.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(s.base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#total-claimed"))))
@@ -186,7 +189,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#done")),
 	))
 	require.Contains(t, text(t, ctx, "#done"), "Requeued")
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(dbtest.Patience)
 	for text(t, ctx, "#status") != "settled" {
 		require.True(t, time.Now().Before(deadline), "the requeued event never settled")
 		require.NoError(t, chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#status"))))

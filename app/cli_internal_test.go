@@ -39,6 +39,7 @@ func TestHelpForEveryCommand(t *testing.T) {
 
 // TestConfirmOnATerminal: a person is asked, and only yes goes ahead.
 func TestConfirmOnATerminal(t *testing.T) {
+	t.Parallel()
 	for answer, ok := range map[string]bool{"y\n": true, "yes\n": true, "n\n": false, "\n": false, "": false} {
 		var errOut bytes.Buffer
 		term := terminal{in: strings.NewReader(answer), out: &bytes.Buffer{}, errOut: &errOut, interactive: true}
@@ -55,6 +56,7 @@ func TestConfirmOnATerminal(t *testing.T) {
 // TestStartupLogsSources: the enabled sources are logged, and no source at
 // all is a warning that every webhook gets 404.
 func TestStartupLogsSources(t *testing.T) {
+	t.Parallel()
 	core, logs := observer.New(zapcore.InfoLevel)
 	a := &App{role: config.RoleAll, log: zap.New(core), cfg: &config.Config{Sources: []config.Source{
 		{Name: "stripe", Provider: "stripe", Namespace: "stripe", Secrets: []config.Secret{"whsec_a"}},
@@ -76,6 +78,7 @@ func TestStartupLogsSources(t *testing.T) {
 // TestFeedLines: on a console the feed's lines are bare, without the
 // request's fields; in JSON they are debug lines.
 func TestFeedLines(t *testing.T) {
+	t.Parallel()
 	main, mainLogs := observer.New(zapcore.InfoLevel)
 	feed, feedLogs := observer.New(zapcore.InfoLevel)
 	log := zap.New(feedRouter{main: main, feed: feed}).Named("http").With(zap.String("request_id", "r1"))

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/modules/core/provider"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 // settledEvents posts n subscription events and waits until all settled.
@@ -52,7 +53,7 @@ func (s *server) waitAttempts(t *testing.T, id string, attempts int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = $1 AND status = 'settled' AND attempts = $2`, id, attempts) == 1
-	}, 15*time.Second, 20*time.Millisecond)
+	}, dbtest.Patience, 20*time.Millisecond)
 }
 
 // TestRequeueTouchesExactlyTheNamedEvents: whatever the order of flags
@@ -261,6 +262,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		code, stdout, _ := run(args...)
 		require.Equal(t, 0, code)
@@ -294,6 +296,7 @@ func TestReplayNeedsTheAPIKey(t *testing.T) {
 }
 
 func TestSimulateSaysWhenNothingListens(t *testing.T) {
+	t.Parallel()
 	url := fmt.Sprintf("http://127.0.0.1:%d/webhooks/stripe", freePort(t))
 	code, _, stderr := run("simulate", "--url", url, "--secret", "whsec_x", "--events", "3")
 	require.Equal(t, 1, code)
@@ -318,6 +321,7 @@ func TestDevReportsAPortInUse(t *testing.T) {
 // TestVerifyCountsSecretsFromZero, as secret_index in the ledger and the
 // configuration's secret lists do.
 func TestVerifyCountsSecretsFromZero(t *testing.T) {
+	t.Parallel()
 	body := []byte(`{"id":"evt_v","type":"invoice.paid"}`)
 	file := filepath.Join(t.TempDir(), "body.json")
 	require.NoError(t, os.WriteFile(file, body, 0o600))

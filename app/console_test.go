@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/modules/operations/admin"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 // page GETs a console page and returns its status and body.
@@ -21,6 +22,7 @@ func (s *server) page(t *testing.T, path string, auth func(*http.Request)) (int,
 }
 
 func TestConsoleAuth(t *testing.T) {
+	t.Parallel()
 	off := start(t, nil)
 	code, _, _ := off.page(t, "/console/", basic(adminToken))
 	require.Equal(t, http.StatusNotFound, code, "no ADMIN_TOKEN, no console")
@@ -47,6 +49,7 @@ func TestConsoleAuth(t *testing.T) {
 // TestConsoleEscapesPayloads: payloads are attacker-influenced; every value
 // from them is escaped on every page that shows it.
 func TestConsoleEscapesPayloads(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken})
 	now := time.Now()
 	body := []byte(fmt.Sprintf(`{"id":"evt_<b>bold</b>","type":"invoice.<script>alert(1)</script>","created":%d,`+
@@ -75,6 +78,7 @@ func TestConsoleEscapesPayloads(t *testing.T) {
 // form's CSRF token (or a same-origin browser's proof); a wrong token is
 // refused whatever else the request says.
 func TestConsoleActionsNeedCSRFProof(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken})
 	now := time.Now()
 	body := []byte(fmt.Sprintf(`{"id":"evt_csrf","type":"customer.subscription.updated","created":%d,"data":{"object":{}}}`, now.Unix()))
@@ -83,7 +87,7 @@ func TestConsoleActionsNeedCSRFProof(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_csrf' AND status = 'failed'`) == 1 &&
 			s.db.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
-	}, 15*time.Second, 20*time.Millisecond, "the poison event fails for good")
+	}, dbtest.Patience, 20*time.Millisecond, "the poison event fails for good")
 
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	post := func(form url.Values, header map[string]string) int {
@@ -112,7 +116,7 @@ func TestConsoleActionsNeedCSRFProof(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, post(url.Values{admin.CSRFField: {admin.CSRFToken(adminToken)}}, nil))
 	require.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_csrf' AND attempts = 2`) == 1
-	}, 15*time.Second, 20*time.Millisecond, "the requeued event is applied again")
+	}, dbtest.Patience, 20*time.Millisecond, "the requeued event is applied again")
 }
 
 func status(t *testing.T, s *server, id string) string {

@@ -27,6 +27,7 @@ const imageUID = 65532
 // holds nothing but the binary: migrate up, serve, a delivery and its
 // apply, and the image's health check. The image's base needs nothing else.
 func TestStaticBinaryInEmptyRoot(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the static binary")
 	}
@@ -99,7 +100,7 @@ func TestStaticBinaryInEmptyRoot(t *testing.T) {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, 30*time.Second, 20*time.Millisecond, "serve in the empty root becomes ready")
+	}, dbtest.Patience, 20*time.Millisecond, "serve in the empty root becomes ready")
 	body := subEvent("evt_chroot_1", "active", time.Now().Unix())
 	code, got := s.post(t, "/webhooks/stripe", body, signed(body, time.Now()))
 	require.Equal(t, http.StatusOK, code)
@@ -117,6 +118,7 @@ func TestStaticBinaryInEmptyRoot(t *testing.T) {
 // TestComposeFile checks compose.yaml against what the Compose
 // specification and hookledger's start-up order need.
 func TestComposeFile(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("../compose.yaml")
 	require.NoError(t, err)
 	type service struct {

@@ -158,6 +158,7 @@ func storedPayload(t *testing.T, db *dbtest.DB, namespace, eventID string) ([]by
 // and every row settles; the business tables end as the newest event of
 // each object says, whatever the order of arrival.
 func TestCorpus(t *testing.T) {
+	t.Parallel()
 	files := loadCorpus(t)
 	s := allProviders(t)
 
@@ -256,7 +257,7 @@ func waitAllSettled(t *testing.T, db *dbtest.DB, want int) {
 		return db.Count(t, `SELECT count(*) FROM webhook_event`),
 			db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`)
 	}
-	deadline := time.After(40 * time.Second)
+	deadline := time.After(dbtest.Patience)
 	poll := time.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
 	for waiting := true; waiting; {

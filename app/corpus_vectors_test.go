@@ -64,6 +64,7 @@ func verifyProvider(p string) string {
 // official libraries ship in their tests (testdata/corpus/vectors.json)
 // and the large-body vectors through `hookledger verify`.
 func TestVerifyCommandLibraryVectors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, file := range []string{"../testdata/corpus/vectors.json", "../testdata/providers/signatures_large_payloads.json", "../testdata/providers/signatures_v1a.json"} {
 		for i, v := range loadVectors(t, file) {
@@ -114,6 +115,7 @@ var simpleSignature = map[string]*regexp.Regexp{
 // against every valid published vector in its simplest form: for the
 // vector's body, secret and time it computes the vector's signature.
 func TestCorpusSignerMatchesVectors(t *testing.T) {
+	t.Parallel()
 	sigHeader := map[string]string{
 		"stripe": "Stripe-Signature", "github": "X-Hub-Signature-256", "shopify": "X-Shopify-Hmac-Sha256",
 		"paddle": "Paddle-Signature", "slack": "X-Slack-Signature", "standard": "Webhook-Signature",

@@ -17,6 +17,7 @@ import (
 	"github.com/hookledger/hookledger/migrations"
 	"github.com/hookledger/hookledger/modules/core/provider"
 	"github.com/hookledger/hookledger/modules/operations/simulate"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/devdb"
 )
 
@@ -28,6 +29,7 @@ import (
 // replication the test reports how many acknowledged events the failover
 // lost. Its figures are in docs/RELIABILITY.md.
 func TestFailover(t *testing.T) {
+	// Serial: its figures are the product's under load, not under other tests'.
 	if os.Getenv("HOOKLEDGER_FAILOVER") == "" {
 		t.Skip("set HOOKLEDGER_FAILOVER=1 (go tool task test:failover)")
 	}
@@ -105,7 +107,7 @@ func failover(t *testing.T, synchronous, behind bool) (*sql.DB, string, []*simul
 		var n int
 		err := admin.QueryRow(`SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = $1`, wantSync).Scan(&n)
 		return err == nil && n == 1
-	}, 30*time.Second, 50*time.Millisecond, "the standby streams (%s)", wantSync)
+	}, dbtest.Patience, 50*time.Millisecond, "the standby streams (%s)", wantSync)
 
 	multi := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/hookledger?sslmode=disable&target_session_attrs=read-write", primary.Port, standby.Port)
 	p := startProc(t, multi)
@@ -117,7 +119,7 @@ func failover(t *testing.T, synchronous, behind bool) (*sql.DB, string, []*simul
 	require.Eventually(t, func() bool {
 		var n int
 		return onPrimary.QueryRow(`SELECT count(*) FROM webhook_event`).Scan(&n) == nil && n >= 200
-	}, 60*time.Second, 20*time.Millisecond, "load reaches the primary")
+	}, dbtest.Patience, 20*time.Millisecond, "load reaches the primary")
 	receiver := 0
 	if behind {
 		onStandby := stdlib.OpenDB(mustConnConfig(t, standby.URL()))
@@ -135,7 +137,7 @@ func failover(t *testing.T, synchronous, behind bool) (*sql.DB, string, []*simul
 		require.Eventually(t, func() bool {
 			var ok bool
 			return onPrimary.QueryRow(progress, before+150).Scan(&ok) == nil && ok
-		}, 60*time.Second, 20*time.Millisecond, "the primary goes on past the standby")
+		}, dbtest.Patience, 20*time.Millisecond, "the primary goes on past the standby")
 	}
 	onPrimary.Close()
 	require.NoError(t, primary.Stop(ctx, "immediate"))

@@ -64,7 +64,7 @@ func startProc(t *testing.T, databaseURL string, env ...string) *proc {
 	require.NoError(t, err)
 	p := &proc{t: t, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), logs: logs}
 	p.env = append(os.Environ(),
-		"DATABASE_URL="+databaseURL, "HTTP_ADDR="+p.addr, "LOG_LEVEL=warn", "DB_MAX_CONNS=20",
+		"DATABASE_URL="+databaseURL, "HTTP_ADDR="+p.addr, "LOG_LEVEL=warn", fmt.Sprintf("DB_MAX_CONNS=%d", dbtest.MaxConns),
 		"STRIPE_WEBHOOK_SECRET="+providerSecrets["stripe"], "STANDARD_WEBHOOK_SECRET="+providerSecrets["standard"],
 		"CLAIM_TIMEOUT=1s")
 	p.env = append(p.env, env...)
@@ -92,7 +92,7 @@ func (p *proc) start() {
 			resp.Body.Close()
 		}
 		return err == nil
-	}, 30*time.Second, 20*time.Millisecond, "serve did not come up")
+	}, dbtest.Patience, 20*time.Millisecond, "serve did not come up")
 }
 
 // kill9 kills the process the way a crash or an OOM kill does.
@@ -234,7 +234,7 @@ func TestCrashRecovery(t *testing.T) {
 
 	// Hold every usage row so the workers block inside their apply
 	// transactions, then kill them there.
-	require.Eventually(t, func() bool { return db.Count(t, `SELECT count(*) FROM usage_total`) > 0 }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return db.Count(t, `SELECT count(*) FROM usage_total`) > 0 }, dbtest.Patience, 20*time.Millisecond)
 	tx, err := db.SQL.Begin()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback() }) // a failure below must not leave the lock to the database's cleanup
@@ -243,7 +243,7 @@ func TestCrashRecovery(t *testing.T) {
 	// A worker waits on the lock: it is inside its apply transaction.
 	require.Eventually(t, func() bool {
 		return db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
-	}, 60*time.Second, 10*time.Millisecond)
+	}, dbtest.Patience, 10*time.Millisecond)
 	p.kill9()
 	require.NoError(t, tx.Rollback())
 	p.start()
@@ -311,6 +311,7 @@ func mustConnConfig(t *testing.T, url string) pgx.ConnConfig {
 // PostgreSQL is stopped abruptly now and then. Its figures are in
 // docs/RELIABILITY.md.
 func TestChaos(t *testing.T) {
+	// Serial: its figures are the product's under load, not under other tests'.
 	if os.Getenv("HOOKLEDGER_CHAOS") == "" {
 		t.Skip("set HOOKLEDGER_CHAOS=1 (go tool task test:chaos)")
 	}
@@ -336,14 +337,14 @@ chaos:
 		}
 		if round%4 == 0 {
 			require.NoError(t, cluster.Stop(context.Background(), "immediate"))
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // the outage's length: the fault, not a wait for anything
 			require.NoError(t, cluster.Start(context.Background()))
 			restarts++
 			continue
 		}
 		p.kill9()
 		kills++
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond) // down as long as a quick restart takes: the fault, not a wait
 		p.start()
 	}
 	db := stdlib.OpenDB(mustConnConfig(t, url))
@@ -395,5 +396,5 @@ func underLoad(t *testing.T, db *sql.DB, n int) {
 	require.Eventually(t, func() bool {
 		var got int
 		return db.QueryRow(`SELECT count(*) FROM webhook_event`).Scan(&got) == nil && got >= n
-	}, 60*time.Second, 10*time.Millisecond, "fewer than %d events arrived", n)
+	}, dbtest.Patience, 10*time.Millisecond, "fewer than %d events arrived", n)
 }

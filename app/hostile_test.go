@@ -19,6 +19,7 @@ import (
 // TestHostileInput sends what an attacker or a broken client would: every
 // case gets a clear 4xx, writes nothing, and the server keeps serving.
 func TestHostileInput(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{
 		"MAX_BODY_BYTES": "65536", "REPLAY_TOKEN": "replay-secret", "ADMIN_TOKEN": adminToken,
 		"STANDARD_WEBHOOK_SECRET": providerSecrets["standard"], "SLACK_SIGNING_SECRET": providerSecrets["slack"],
@@ -102,6 +103,7 @@ func slackAt(body []byte, at time.Time) http.Header {
 // TestSlowClientsAreCutOff: a client that trickles its headers or its body
 // is disconnected by the server's timeouts, and others are served.
 func TestSlowClientsAreCutOff(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"HTTP_READ_HEADER_TIMEOUT": "300ms", "HTTP_READ_TIMEOUT": "600ms"})
 	addr := strings.TrimPrefix(s.base, "http://")
 

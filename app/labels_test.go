@@ -14,6 +14,7 @@ import (
 // handler matches is counted as "other", never as a label of its own:
 // /metrics does not grow with the types a sender invents.
 func TestMetricLabelsAreBounded(t *testing.T) {
+	t.Parallel()
 	s := start(t, nil)
 	before := len(s.metrics(t))
 	invented := strings.Repeat("x", 200)

@@ -21,6 +21,7 @@ import (
 // HTTP request, the claim inside it, the apply job's insert and its work,
 // the apply, and SQL statements under the claim and the apply.
 func TestDeliveryTrace(t *testing.T) {
+	t.Parallel()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	s := startOn(t, dbtest.New(t), nil, config.RoleAll, app.WithTracerProvider(tp))
@@ -39,7 +40,7 @@ func TestDeliveryTrace(t *testing.T) {
 		}
 		return out
 	}
-	require.Eventually(t, func() bool { _, ok := byName()["ledger.apply"]; return ok }, 15*time.Second, 20*time.Millisecond, "the apply span ends")
+	require.Eventually(t, func() bool { _, ok := byName()["ledger.apply"]; return ok }, dbtest.Patience, 20*time.Millisecond, "the apply span ends")
 	spans := byName()
 	httpSpan := spans["POST /webhooks/:source"]
 	require.True(t, httpSpan.SpanContext.IsValid(), "an HTTP server span")
@@ -71,6 +72,7 @@ func TestDeliveryTrace(t *testing.T) {
 
 // TestBuildInfo checks hookledger_build_info on /metrics.
 func TestBuildInfo(t *testing.T) {
+	t.Parallel()
 	s := start(t, nil)
 	resp, err := http.Get(s.base + "/metrics")
 	require.NoError(t, err)

@@ -25,6 +25,7 @@ import (
 // listens on DATABASE_DIRECT_URL. Every event is claimed once and applied
 // once, and PgBouncer carried the transactions.
 func TestSplitRolesThroughPgBouncer(t *testing.T) {
+	t.Parallel()
 	bouncer, err := exec.LookPath("pgbouncer")
 	if err != nil {
 		t.Skip("pgbouncer not installed (Debian: apt-get install pgbouncer)")
@@ -36,7 +37,7 @@ func TestSplitRolesThroughPgBouncer(t *testing.T) {
 	runSplitRoles(t, db, viaPooler, viaPooler, listening)
 
 	require.Eventually(t, func() bool { return pgbouncerTransactions(t, admin, db.Name) > 0 },
-		20*time.Second, 100*time.Millisecond, "the processes' transactions went through PgBouncer")
+		dbtest.Patience, 100*time.Millisecond, "the processes' transactions went through PgBouncer")
 }
 
 // startPgBouncer runs PgBouncer in transaction mode on a free port in front
@@ -102,7 +103,7 @@ pidfile = %s
 		}
 		conn.Close(ctx)
 		return true
-	}, 20*time.Second, 50*time.Millisecond, "pgbouncer did not come up")
+	}, dbtest.Patience, 50*time.Millisecond, "pgbouncer did not come up")
 	return pooled, admin
 }
 

@@ -36,6 +36,7 @@ func allProviders(t *testing.T) *server {
 // the documented way: claimed, then duplicate; then 401 for a tampered
 // body, a wrong secret, a stale timestamp and a missing header.
 func TestEveryProviderOverHTTP(t *testing.T) {
+	t.Parallel()
 	s := allProviders(t)
 	examples := []struct {
 		provider, file, id, typ string
@@ -98,6 +99,7 @@ func TestEveryProviderOverHTTP(t *testing.T) {
 }
 
 func TestProviderSpecificAnswers(t *testing.T) {
+	t.Parallel()
 	s := allProviders(t)
 	now := time.Now()
 
@@ -144,6 +146,7 @@ func TestProviderSpecificAnswers(t *testing.T) {
 // namespace, a second account has its own, and a sender without ids gets
 // them from the configured fallback.
 func TestConfigFileSources(t *testing.T) {
+	t.Parallel()
 	path := t.TempDir() + "/hookledger.yaml"
 	require.NoError(t, os.WriteFile(path, []byte(`
 sources:

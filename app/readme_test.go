@@ -25,6 +25,7 @@ func readmeSection(t *testing.T, heading string) string {
 // TestReadmeCommandsMatchHelp: the README's command list shows each
 // command's usage line and summary as --help prints them.
 func TestReadmeCommandsMatchHelp(t *testing.T) {
+	t.Parallel()
 	section := readmeSection(t, "Commands")
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
@@ -42,6 +43,7 @@ func TestReadmeCommandsMatchHelp(t *testing.T) {
 // TestReadmeLayoutListsEveryPackage: each folder holding a Go package
 // (generated ent/ code aside) has its line in the README's layout.
 func TestReadmeLayoutListsEveryPackage(t *testing.T) {
+	t.Parallel()
 	section := readmeSection(t, "Layout")
 	listed := map[string]bool{}
 	for _, line := range strings.Split(section, "\n") {

@@ -18,6 +18,7 @@ import (
 // TestSplitRoles runs two receivers and two workers on one database under
 // duplicate load: every event is claimed once and applied once.
 func TestSplitRoles(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	runSplitRoles(t, db, nil, nil, nil)
 }
@@ -28,7 +29,7 @@ func runSplitRoles(t *testing.T, db *dbtest.DB, receiverEnv, workerEnv, otherWor
 	t.Helper()
 	// Four processes share the test server's connections.
 	with := func(extra map[string]string) map[string]string {
-		env := map[string]string{"STANDARD_WEBHOOK_SECRET": providerSecrets["standard"], "DB_MAX_CONNS": "12"}
+		env := map[string]string{"STANDARD_WEBHOOK_SECRET": providerSecrets["standard"], "DB_MAX_CONNS": "4"}
 		maps.Copy(env, extra)
 		return env
 	}
@@ -67,7 +68,7 @@ func runSplitRoles(t *testing.T, db *dbtest.DB, receiverEnv, workerEnv, otherWor
 	require.Equal(t, map[string]int{"200 claimed": events, "200 duplicate": events * (copies - 1)}, counts)
 	require.Eventually(t, func() bool {
 		return db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == events
-	}, 30*time.Second, 50*time.Millisecond)
+	}, dbtest.Patience, 50*time.Millisecond)
 	require.Equal(t, events*(events+1)/2, db.Count(t, `SELECT quantity FROM usage_total WHERE customer_id = 'cus_roles'`), "each delta applied exactly once")
 	require.Equal(t, events, db.Count(t, ledgertest.JobCoverageSQL), "one apply job per event")
 	require.Equal(t, events, db.Count(t, `SELECT sum(attempts) FROM webhook_event`))

@@ -41,6 +41,7 @@ func (s *server) metricValue(t *testing.T, series string) float64 {
 // TestOne401BodyForEveryReason: a client learns nothing about why its
 // signature was refused; the reason is counted by kind.
 func TestOne401BodyForEveryReason(t *testing.T) {
+	t.Parallel()
 	s := start(t, nil)
 	now := time.Now()
 	body := subEvent("evt_401", "active", now.Unix())
@@ -101,6 +102,7 @@ func rss() uint64 {
 // length, and answers those that do not fit 503 with Retry-After; its
 // memory does not follow the declarations.
 func TestBodyBudgetBoundsMemory(t *testing.T) {
+	// Serial: it measures this process's heap, which parallel tests share.
 	const (
 		conns    = 300
 		declared = 1 << 20
@@ -135,7 +137,7 @@ func TestBodyBudgetBoundsMemory(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return refused.Load() == conns-int64(held) &&
 			s.metricValue(t, "hookledger_body_bytes_in_flight") == budget
-	}, 30*time.Second, 20*time.Millisecond, "refused %d", refused.Load())
+	}, dbtest.Patience, 20*time.Millisecond, "refused %d", refused.Load())
 	require.Equal(t, refused.Load(), retryAfter.Load(), "every 503 says when to retry")
 
 	heapAfter, rssAfter := heapInUse(), rss()
@@ -149,7 +151,7 @@ func TestBodyBudgetBoundsMemory(t *testing.T) {
 		c.Close()
 	}
 	require.Eventually(t, func() bool { return s.metricValue(t, "hookledger_body_bytes_in_flight") == 0 },
-		30*time.Second, 20*time.Millisecond, "reservations are released")
+		dbtest.Patience, 20*time.Millisecond, "reservations are released")
 	body := subEvent("evt_after_budget", "active", time.Now().Unix())
 	code, out := s.post(t, "/webhooks/stripe", body, signed(body, time.Now()))
 	require.Equal(t, http.StatusOK, code, "%v", out)
@@ -161,6 +163,7 @@ func TestBodyBudgetBoundsMemory(t *testing.T) {
 // characters, or read from a body key that jsonb would read differently,
 // they get 400 and nothing is written.
 func TestUntrustedIdentityRefused(t *testing.T) {
+	t.Parallel()
 	s := allProviders(t)
 	push, err := os.ReadFile("../testdata/providers/github/push.default.json")
 	require.NoError(t, err)
@@ -225,6 +228,7 @@ func TestUntrustedIdentityRefused(t *testing.T) {
 // GitHub); on Slack, Shopify and Standard Webhooks an unsigned delivery
 // with the token is a 401. A config-file source honours its own token.
 func TestReplayTokenScopedToReplayableSources(t *testing.T) {
+	t.Parallel()
 	path := t.TempDir() + "/hookledger.yaml"
 	require.NoError(t, os.WriteFile(path, []byte(`
 sources:
@@ -269,6 +273,7 @@ sources:
 // at intake whether it is signed or replayed, and the row keeps taking
 // genuine events.
 func TestFutureVersionsRefused(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"REPLAY_TOKEN": "replay-secret"})
 	now := time.Now()
 	pin := subEvent("evt_pin", "canceled", 9223372036854775807)
@@ -292,6 +297,7 @@ func TestFutureVersionsRefused(t *testing.T) {
 // nothing changes; the same requests from the same origin, with the CSRF
 // token, or with the bearer token go through.
 func TestCrossSiteAdminWritesRefused(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken, "STANDARD_WEBHOOK_SECRET": providerSecrets["standard"]})
 	body := []byte(`{"type":"usage.recorded","timestamp":"2026-01-01T00:00:00Z","data":{"customer_id":"cus_csrf","metric":"api_calls","quantity":100}}`)
 	code, _ := s.post(t, "/webhooks/standard", body, standardSigned(t, "msg_csrf", body))
@@ -356,10 +362,11 @@ func TestCrossSiteAdminWritesRefused(t *testing.T) {
 // names, volumes) and the schema version leave the public port; with
 // METRICS_TOKEN, scrapes need the token.
 func TestMetricsOnTheirOwnListener(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
 	cfg, err := config.FromEnv(func(k string) string {
 		return map[string]string{
-			"DATABASE_URL": db.URL, "STRIPE_WEBHOOK_SECRET": secret, "LOG_LEVEL": "warn",
+			"DATABASE_URL": db.URL, "STRIPE_WEBHOOK_SECRET": secret, "LOG_LEVEL": "warn", "DB_MAX_CONNS": strconv.Itoa(dbtest.MaxConns),
 			"METRICS_ADDR": "127.0.0.1:0", "METRICS_TOKEN": "scrape-token",
 		}[k]
 	})
@@ -406,6 +413,7 @@ func TestMetricsOnTheirOwnListener(t *testing.T) {
 // large integer, or in null against absent, are two events under a
 // hash_fields fallback, and a retry is still one.
 func TestHashFallbackKeepsDistinctEventsApart(t *testing.T) {
+	t.Parallel()
 	path := t.TempDir() + "/hookledger.yaml"
 	require.NoError(t, os.WriteFile(path, []byte(`
 sources:
@@ -440,6 +448,7 @@ sources:
 // without the secret, claims nothing more. Shopify's topic keeps its
 // create/update pair apart; a source may turn the check off.
 func TestReplayedBodyUnderNewIDIsDuplicate(t *testing.T) {
+	t.Parallel()
 	path := t.TempDir() + "/hookledger.yaml"
 	require.NoError(t, os.WriteFile(path, []byte(`
 sources:
@@ -522,6 +531,7 @@ sources:
 // row of its own, so nothing is enqueued for it; a genuine redelivery is
 // applied again as log-only promises.
 func TestLogOnlyBodyReplayEnqueuesNothing(t *testing.T) {
+	t.Parallel()
 	s := start(t, map[string]string{"CLAIM_MODE": "log-only", "GITHUB_WEBHOOK_SECRET": providerSecrets["github"]})
 	push, err := os.ReadFile("../testdata/providers/github/push.default.json")
 	require.NoError(t, err)

@@ -92,7 +92,7 @@ func xacts(t *testing.T, db *dbtest.DB) int64 {
 		var n int
 		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, db.Name).Scan(&n))
 		return n == 0
-	}, 30*time.Second, 10*time.Millisecond, "connections to %s close", db.Name)
+	}, dbtest.Patience, 10*time.Millisecond, "connections to %s close", db.Name)
 	var n int64
 	require.NoError(t, conn.QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1`, db.Name).Scan(&n))
 	return n
@@ -129,7 +129,7 @@ func TestShortCircuitAnswersDuplicatesWithoutATransaction(t *testing.T) {
 	nul := []byte(`{"id":"evt_sc_nul","object":"event","type":"invoice.paid","created":1,"note":"a\u0000b"}`)
 	code, _ := s.post(t, "/webhooks/stripe", nul, signed(nul, now))
 	require.Equal(t, http.StatusBadRequest, code, "a payload PostgreSQL refuses")
-	require.Eventually(t, func() bool { return len(markers(t, rdb, prefix)) == n }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(markers(t, rdb, prefix)) == n }, dbtest.Patience, 10*time.Millisecond)
 	require.NotContains(t, markers(t, rdb, prefix), "stripe/evt_sc_nul", "no marker for an event the ledger refused")
 	require.NoError(t, s.stop())
 
@@ -246,10 +246,10 @@ func TestShortCircuitSurvivesRedisKilledAndFlushed(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if assertEventually(func() bool { return scrape(base, `hookledger_redis_shortcircuit_total{source="stripe"}`) > 20 }, time.Minute) {
+		if assertEventually(func() bool { return scrape(base, `hookledger_redis_shortcircuit_total{source="stripe"}`) > 20 }, dbtest.Patience) {
 			srv.Kill()
 		}
-		if assertEventually(func() bool { return scrape(base, `hookledger_redis_errors_total{op="lookup"}`) > 0 }, time.Minute) {
+		if assertEventually(func() bool { return scrape(base, `hookledger_redis_errors_total{op="lookup"}`) > 0 }, dbtest.Patience) {
 			srv.Restart()
 		}
 	}()
@@ -260,7 +260,7 @@ func TestShortCircuitSurvivesRedisKilledAndFlushed(t *testing.T) {
 	require.Positive(t, scrape(base, `hookledger_redis_errors_total{op="lookup"}`), "the storm ran while Redis was down")
 	// Redis back, empty: once the breaker's pause is over a probe finds
 	// it, PostgreSQL answers the duplicates and their markers return.
-	for deadline := time.Now().Add(time.Minute); len(markers(t, rdb, "hookledger:sc:")) == 0; {
+	for deadline := time.Now().Add(dbtest.Patience); len(markers(t, rdb, "hookledger:sc:")) == 0; {
 		require.True(t, time.Now().Before(deadline), "markers are written again once Redis is back")
 		storm(t, p, events, "rk_")
 	}
@@ -316,10 +316,10 @@ func TestMarkerNeverWithoutLedgerRow(t *testing.T) {
 	rows := func(n int) func() bool {
 		return func() bool { return db.Count(t, `SELECT count(*) FROM webhook_event`) >= n }
 	}
-	require.Eventually(t, rows(100), time.Minute, 10*time.Millisecond)
+	require.Eventually(t, rows(100), dbtest.Patience, 10*time.Millisecond)
 	p.kill9()
 	p.start()
-	require.Eventually(t, rows(250), time.Minute, 10*time.Millisecond)
+	require.Eventually(t, rows(250), dbtest.Patience, 10*time.Millisecond)
 	srv.Kill()
 	p.kill9()
 	srv.Restart()

@@ -16,8 +16,9 @@ import (
 // the new process shows both receivers' duplicates and the ledger's
 // statuses as the database has them.
 func TestStatsAgreeAcrossReceiversAndRestarts(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t)
-	env := map[string]string{"ADMIN_TOKEN": adminToken, "DB_MAX_CONNS": "8"}
+	env := map[string]string{"ADMIN_TOKEN": adminToken}
 	a := startOn(t, db, env, config.RoleAll)
 	b := startOn(t, db, env, config.RoleHTTP)
 	now := time.Now()
@@ -39,7 +40,7 @@ func TestStatsAgreeAcrossReceiversAndRestarts(t *testing.T) {
 		code, out, _ = a.admin(t, "GET", "/admin/stats", bearer(adminToken))
 		dups, _ := out["duplicates"].(map[string]any)
 		return code == http.StatusOK && dups != nil && dups["stripe"].(map[string]any)["last_hour"] == 3.0
-	}, 30*time.Second, 100*time.Millisecond, "the other receiver's counts arrive within its flush interval: %v", out)
+	}, dbtest.Patience, 100*time.Millisecond, "the other receiver's counts arrive within its flush interval: %v", out)
 	require.Equal(t, map[string]any{"last_hour": 3.0, "last_day": 3.0}, out["duplicates"].(map[string]any)["stripe"])
 	require.Equal(t, map[string]any{"claimed": 0.0, "processing": 0.0, "settled": 1.0, "failed": 0.0}, out["by_status"])
 	require.Equal(t, 1, db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`))

@@ -18,6 +18,7 @@ import (
 	"github.com/hookledger/hookledger/modules/features/payment"
 	"github.com/hookledger/hookledger/modules/features/subscription"
 	"github.com/hookledger/hookledger/modules/features/thin"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
@@ -83,6 +84,7 @@ func loadThinTwins(t *testing.T) []thinTwin {
 // scenario ends with the same subscription and payment rows, and each
 // payment with exactly one receipt job.
 func TestThinEventsGiveTheSnapshotRows(t *testing.T) {
+	t.Parallel()
 	twins := loadThinTwins(t)
 	var (
 		mu       sync.Mutex
@@ -186,7 +188,7 @@ func quiet(t *testing.T, h *ledgertest.Harness) {
 	require.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE status <> 'settled'`) == 0 &&
 			h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state NOT IN ('completed', 'cancelled', 'discarded')`) == 0
-	}, 60*time.Second, 20*time.Millisecond, "events or jobs still pending")
+	}, dbtest.Patience, 20*time.Millisecond, "events or jobs still pending")
 }
 
 // businessRows lists the subscription and payment rows, without

@@ -8,11 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/modules/operations/simulate"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 // TestTriggerEveryType sends each listed type to a receiver with every
 // source enabled: each is claimed and applied by its module.
 func TestTriggerEveryType(t *testing.T) {
+	// Serial: the trigger command reads the secrets from the environment.
 	s := allProviders(t)
 	for name, env := range map[string]string{
 		"stripe": "STRIPE_WEBHOOK_SECRET", "github": "GITHUB_WEBHOOK_SECRET",
@@ -39,7 +41,7 @@ func TestTriggerEveryType(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == len(templates)
-	}, 20*time.Second, 20*time.Millisecond, "every triggered event settles")
+	}, dbtest.Patience, 20*time.Millisecond, "every triggered event settles")
 	var types []string
 	rows, err := s.db.SQL.Query(`SELECT event_type FROM webhook_event ORDER BY id`)
 	require.NoError(t, err)
@@ -70,7 +72,7 @@ func TestTriggerEveryType(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM subscription WHERE external_id = 'sub_trigger_demo' AND status = 'canceled'`) == 1
-	}, 20*time.Second, 20*time.Millisecond)
+	}, dbtest.Patience, 20*time.Millisecond)
 
 	// send stays as an alias, --type as its old flag.
 	code, stdout, stderr := run("send", "--type", "invoice.paid", "--url", s.base+"/webhooks/stripe")
@@ -81,6 +83,7 @@ func TestTriggerEveryType(t *testing.T) {
 // TestSimulateEveryProvider plays each provider against a receiver: every
 // event is acknowledged, and those of the shipped modules' types settle.
 func TestSimulateEveryProvider(t *testing.T) {
+	t.Parallel()
 	s := allProviders(t)
 	for name := range providerSecrets {
 		code, stdout, stderr := run("simulate", "--provider", name, "--events", "8", "--duplicates", "0.5",
@@ -90,7 +93,7 @@ func TestSimulateEveryProvider(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE status <> 'settled'`) == 0
-	}, 20*time.Second, 20*time.Millisecond)
+	}, dbtest.Patience, 20*time.Millisecond)
 	require.Equal(t, 8*len(providerSecrets), s.db.Count(t, `SELECT count(*) FROM webhook_event`))
 	for _, typ := range simulate.TypesOf("stripe") {
 		require.Positive(t, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_type = $1`, typ), typ)

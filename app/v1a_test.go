@@ -39,6 +39,7 @@ func loadV1aVectors(t *testing.T) []v1aVector {
 // that Go's crypto/ed25519 makes, from each vector's seed, the very
 // signature the independent implementation made.
 func TestV1aVectorsThroughVerify(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for i, v := range loadV1aVectors(t) {
 		t.Run(v.Description, func(t *testing.T) {
@@ -78,6 +79,7 @@ func TestV1aVectorsThroughVerify(t *testing.T) {
 // (two, for rotation): a v1a delivery is claimed with the matching key's
 // index, a v1-only or tampered one is refused with 401 and writes nothing.
 func TestV1aOverHTTP(t *testing.T) {
+	t.Parallel()
 	const oldKey, newKey = "whsk_" + "b2xkLXNpZ25pbmcta2V5LXNlZWQtMzItYnl0ZXMhISE=", "whsk_" + "bmV3LXNpZ25pbmcta2V5LXNlZWQtMzItYnl0ZXMhISE="
 	oldPub, err := provider.StandardPublicKeyOf(oldKey)
 	require.NoError(t, err)

@@ -35,6 +35,7 @@ func run(args ...string) (int, string, string) {
 // TestVerifyCommandVectors runs every entry of signatures.json through
 // `hookledger verify`.
 func TestVerifyCommandVectors(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("../testdata/providers/signatures.json")
 	require.NoError(t, err)
 	var vectors []vector
@@ -51,6 +52,7 @@ func TestVerifyCommandVectors(t *testing.T) {
 }
 
 func TestVerifyCommandUsage(t *testing.T) {
+	t.Parallel()
 	body := filepath.Join(t.TempDir(), "body")
 	require.NoError(t, os.WriteFile(body, []byte("{}"), 0o600))
 	for _, args := range [][]string{

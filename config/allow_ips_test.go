@@ -7,6 +7,7 @@ import (
 )
 
 func TestAllowIPsAndTrustedProxies(t *testing.T) {
+	t.Parallel()
 	c, err := FromEnv(env(map[string]string{"TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.1", "HOOKLEDGER_CONFIG": writeFile(t, `
 sources:
   - name: locked

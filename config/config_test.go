@@ -17,6 +17,7 @@ func env(m map[string]string) func(string) string {
 }
 
 func TestDefaults(t *testing.T) {
+	t.Parallel()
 	c, err := FromEnv(env(nil))
 	require.NoError(t, err)
 	require.Equal(t, ":8080", c.HTTPAddr)
@@ -28,6 +29,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestSourcesFromSecrets(t *testing.T) {
+	t.Parallel()
 	c, err := FromEnv(env(map[string]string{
 		"STRIPE_WEBHOOK_SECRET": "whsec_a, whsec_b",
 		"GITHUB_WEBHOOK_SECRET": " ",
@@ -41,6 +43,7 @@ func TestSourcesFromSecrets(t *testing.T) {
 }
 
 func TestValidationReportsEveryProblem(t *testing.T) {
+	t.Parallel()
 	_, err := FromEnv(env(map[string]string{
 		"MAX_BODY_BYTES": "-1",
 		"CLAIM_TIMEOUT":  "soon",
@@ -55,6 +58,7 @@ func TestValidationReportsEveryProblem(t *testing.T) {
 }
 
 func TestSecretsNeverPrint(t *testing.T) {
+	t.Parallel()
 	c, err := FromEnv(env(map[string]string{
 		"DATABASE_URL":          "postgres://u:dbpass@h/db",
 		"STRIPE_WEBHOOK_SECRET": "whsec_topsecret",
@@ -74,6 +78,7 @@ func TestSecretsNeverPrint(t *testing.T) {
 }
 
 func TestParseDuration(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]time.Duration{"10s": 10 * time.Second, "300": 300 * time.Second, "0": 0} {
 		d, err := ParseDuration(in)
 		require.NoError(t, err)
@@ -82,6 +87,7 @@ func TestParseDuration(t *testing.T) {
 }
 
 func TestConfigFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "hookledger.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(`
 sources:
@@ -128,6 +134,7 @@ sources:
 }
 
 func TestConfigFileErrors(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "bad.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(`
 sources:

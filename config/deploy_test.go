@@ -9,6 +9,7 @@ import (
 )
 
 func TestDeploySettings(t *testing.T) {
+	t.Parallel()
 	load := func(env map[string]string) (*config.Config, error) {
 		return config.FromEnv(func(k string) string { return env[k] })
 	}

@@ -9,6 +9,7 @@ import (
 const testPublicKey = "whpk_6/WfjCrmmUwoIE/o0BcxQdgpS3LjR98L7Nnx6v3ekFA="
 
 func TestStandardPublicKeyAloneEnablesTheSource(t *testing.T) {
+	t.Parallel()
 	c, err := FromEnv(env(map[string]string{"STANDARD_WEBHOOK_PUBLIC_KEY": testPublicKey + ", whpk_second"}))
 	require.NoError(t, err)
 	s, ok := c.Source("standard")
@@ -22,6 +23,7 @@ func TestStandardPublicKeyAloneEnablesTheSource(t *testing.T) {
 }
 
 func TestStandardSigningKeyIsRefused(t *testing.T) {
+	t.Parallel()
 	_, err := FromEnv(env(map[string]string{"STANDARD_WEBHOOK_SECRET": "whsk_c2VjcmV0"}))
 	require.ErrorContains(t, err, "signing key (whsk_)")
 
@@ -36,6 +38,7 @@ sources:
 }
 
 func TestPublicKeysInTheConfigFile(t *testing.T) {
+	t.Parallel()
 	c, err := FromEnv(env(map[string]string{"HOOKLEDGER_CONFIG": writeFile(t, `
 sources:
   - name: partner

@@ -8,6 +8,7 @@ import (
 )
 
 func TestRedisIsOptional(t *testing.T) {
+	t.Parallel()
 	c, err := FromEnv(env(nil))
 	require.NoError(t, err)
 	require.Empty(t, c.RedisURL, "no REDIS_URL, no Redis")
@@ -25,6 +26,7 @@ func TestRedisIsOptional(t *testing.T) {
 }
 
 func TestRedisValidation(t *testing.T) {
+	t.Parallel()
 	_, err := FromEnv(env(map[string]string{"REDIS_URL": "http://127.0.0.1:6379", "REDIS_TTL": "0", "REDIS_TIMEOUT": "5s"}))
 	require.Error(t, err)
 	for _, want := range []string{"REDIS_URL: want redis://", "REDIS_TTL=0s", "REDIS_TIMEOUT=5s"} {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestBodyLimitsValidated(t *testing.T) {
+	t.Parallel()
 	_, err := FromEnv(env(map[string]string{"MAX_BODY_BYTES": "1099511627776"}))
 	require.ErrorContains(t, err, "MAX_BODY_BYTES=1099511627776 is over")
 	_, err = FromEnv(env(map[string]string{"MAX_BODY_BYTES": "1048576", "MAX_INFLIGHT_BODY_BYTES": "1024"}))
@@ -30,6 +31,7 @@ func writeFile(t *testing.T, body string) string {
 // TestEveryPitfallReportedAtOnce: values that used to load silently are
 // refused at start-up, disabled sources included, all in one error.
 func TestEveryPitfallReportedAtOnce(t *testing.T) {
+	t.Parallel()
 	path := writeFile(t, `
 sources:
   - name: blank
@@ -81,6 +83,7 @@ sources:
 // TestYAMLErrorsNameTheKey: a value of the wrong shape is reported at its
 // line with the key's path, not with a Go type name.
 func TestYAMLErrorsNameTheKey(t *testing.T) {
+	t.Parallel()
 	path := writeFile(t, `
 sources:
   - name: a
@@ -104,6 +107,7 @@ sources:
 // TestSharedNamespaceNeedsConsent: a second signer in a namespace could
 // pre-claim the first one's ids; it takes share_namespace: true.
 func TestSharedNamespaceNeedsConsent(t *testing.T) {
+	t.Parallel()
 	vars := map[string]string{"SLACK_SIGNING_SECRET": "main", "HOOKLEDGER_CONFIG": writeFile(t, `
 sources:
   - name: legacy-slack
@@ -134,6 +138,7 @@ sources:
 }
 
 func TestSecretsFromFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := func(name, v string) string {
 		p := filepath.Join(dir, name)
@@ -179,6 +184,7 @@ sources:
 }
 
 func TestStripeSecretWithoutPrefixWarns(t *testing.T) {
+	t.Parallel()
 	c, err := FromEnv(env(map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_ok,sk_live_oops"}))
 	require.NoError(t, err)
 	require.Len(t, c.Warnings, 1)
@@ -188,6 +194,7 @@ func TestStripeSecretWithoutPrefixWarns(t *testing.T) {
 // TestExampleFileIsCompleteAndValid: the shipped example loads, and it
 // shows every key a source may have.
 func TestExampleFileIsCompleteAndValid(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("hookledger.example.yaml")
 	require.NoError(t, err)
 	secretFile := filepath.Join(t.TempDir(), "stripe_connect_webhook_secret")

@@ -21,6 +21,7 @@ import (
 // database and asks ent for the difference to its schema: there must be
 // none, or a migration is missing.
 func TestSchemaMatchesMigrations(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	entries, err := os.ReadDir(".")
 	require.NoError(t, err)
@@ -48,6 +49,7 @@ func TestSchemaMatchesMigrations(t *testing.T) {
 func errorsIsNoPlan(err error) bool { return errors.Is(err, atlasmigrate.ErrNoPlan) }
 
 func TestRiverMigrationsComplete(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	entries, err := os.ReadDir(".")
 	require.NoError(t, err)
@@ -64,6 +66,7 @@ func TestRiverMigrationsComplete(t *testing.T) {
 }
 
 func TestUpDownStatus(t *testing.T) {
+	t.Parallel()
 	db := dbtest.Empty(t)
 	ctx := context.Background()
 	open := func() *sql.DB { return stdlib.OpenDBFromPool(db.Pool) }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
@@ -26,16 +27,17 @@ func waitLockWaiter(t *testing.T, h *ledgertest.Harness) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) >= 1
-	}, 30*time.Second, 5*time.Millisecond, "no committer waits on the lock")
+	}, dbtest.Patience, 5*time.Millisecond, "no committer waits on the lock")
 }
 
 // waitQueued waits until n requests wait for a committer.
 func waitQueued(t *testing.T, b *ledger.Batcher, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return b.Queued() == n }, 30*time.Second, 5*time.Millisecond, "requests never queued")
+	require.Eventually(t, func() bool { return b.Queued() == n }, dbtest.Patience, 5*time.Millisecond, "requests never queued")
 }
 
 func TestBatcherClaimsEachEventOnce(t *testing.T) {
+	t.Parallel()
 	h := ledgertest.New(t, 0, nil)
 	b := newBatcher(t, h, 2)
 	var claimed atomic.Int32
@@ -45,7 +47,7 @@ func TestBatcherClaimsEachEventOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), dbtest.Patience)
 				defer cancel()
 				res, err := b.Claim(ctx, claimOf(fmt.Sprintf("evt_b%d", i), "invoice.paid"))
 				if err != nil {
@@ -71,6 +73,7 @@ func TestBatcherClaimsEachEventOnce(t *testing.T) {
 // shared transaction; every request is then claimed on its own, so the bad
 // one gets its error and the others their claims.
 func TestBatcherFallsBackWhenABatchFails(t *testing.T) {
+	t.Parallel()
 	h := ledgertest.New(t, 0, nil)
 	b := newBatcher(t, h, 1)
 	// Block the single committer in a first transaction so the rest queue
@@ -87,7 +90,7 @@ func TestBatcherFallsBackWhenABatchFails(t *testing.T) {
 	}
 	results := make(chan result, 21)
 	claim := func(c ledger.Claim) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), dbtest.Patience)
 		defer cancel()
 		res, err := b.Claim(ctx, c)
 		results <- result{c.EventID, res, err}
@@ -121,6 +124,7 @@ func TestBatcherFallsBackWhenABatchFails(t *testing.T) {
 }
 
 func TestBatcherAlonePassesStraightThrough(t *testing.T) {
+	t.Parallel()
 	h := ledgertest.New(t, 0, nil)
 	b := newBatcher(t, h, 2)
 	in := claimOf("evt_alone", "invoice.paid")
@@ -137,6 +141,7 @@ func TestBatcherAlonePassesStraightThrough(t *testing.T) {
 }
 
 func TestBatcherRecordsEveryColumn(t *testing.T) {
+	t.Parallel()
 	h := ledgertest.New(t, 0, nil)
 	b := newBatcher(t, h, 1)
 	lock, err := h.DB.SQL.Begin()
@@ -173,7 +178,8 @@ func TestBatcherRecordsEveryColumn(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	require.Positive(t, b.Batches.Load())
+	require.Equal(t, int64(1), b.Batches.Load(), "the three that queued committed as one batch")
+	require.Equal(t, int64(3), b.Claims.Load())
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_col3' AND secret_index = 3 AND clock_skew_ms = 3000 AND replayed AND occurred_at = to_timestamp(1700000000)`))
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_col2' AND secret_index IS NULL AND clock_skew_ms IS NULL AND occurred_at IS NULL AND NOT replayed`))
 	require.Equal(t, 4, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE payload::jsonb->>'type' = 'invoice.paid' AND provider = 'stripe' AND source = 'stripe'`))
@@ -183,6 +189,7 @@ func TestBatcherRecordsEveryColumn(t *testing.T) {
 // transaction; when one of them fails, the batch is split and every event
 // succeeds, retries or fails on its own.
 func TestBatchApplySplitsOnFailure(t *testing.T) {
+	t.Parallel()
 	var failures atomic.Int32
 	h := ledgertest.New(t, 2, func(h *ledgertest.Harness) {
 		h.Registry.Handle("stripe", "invoice.paid", func(_ context.Context, _ *ledger.Tx, ev *ledger.Event) error {
@@ -207,7 +214,7 @@ func TestBatchApplySplitsOnFailure(t *testing.T) {
 	require.NoError(t, err)
 	h.WaitSettled(t, "stripe", "evt_split_a")
 	h.WaitSettled(t, "stripe", "evt_split_c")
-	require.Eventually(t, func() bool { return h.Row(t, "stripe", "evt_split_bad").Status == "failed" }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return h.Row(t, "stripe", "evt_split_bad").Status == "failed" }, dbtest.Patience, 20*time.Millisecond)
 	require.Equal(t, 1, h.Row(t, "stripe", "evt_split_a").Attempts, "settled once, by its own job")
 	require.Equal(t, 1, h.Row(t, "stripe", "evt_split_bad").Attempts)
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_batch' AND state = 'completed'`))
@@ -217,10 +224,11 @@ func TestBatchApplySplitsOnFailure(t *testing.T) {
 		job, err := store(h).FindJob(context.Background(), "stripe", "evt_split_bad")
 		require.NoError(t, err)
 		return job.State == "cancelled"
-	}, 10*time.Second, 20*time.Millisecond, "its own job, the newest, is found")
+	}, dbtest.Patience, 20*time.Millisecond, "its own job, the newest, is found")
 }
 
 func TestBatchApplyAllInOneTransaction(t *testing.T) {
+	t.Parallel()
 	var applied atomic.Int32
 	h := ledgertest.New(t, 2, func(h *ledgertest.Harness) {
 		h.Registry.Handle("stripe", "invoice.paid", func(context.Context, *ledger.Tx, *ledger.Event) error { applied.Add(1); return nil })

@@ -50,6 +50,7 @@ func (f *fixture) status(t *testing.T, id string) (string, int, sql.NullString) 
 }
 
 func TestClaimOnceUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 0, nil)
 	var claimed atomic.Int32
 	var wg sync.WaitGroup
@@ -77,6 +78,7 @@ func TestClaimOnceUnderConcurrency(t *testing.T) {
 }
 
 func TestClaimRecordsDelivery(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 0, nil)
 	in := claimOf("evt_rec", "invoice.paid")
 	idx, skew := 1, 1500*time.Millisecond
@@ -99,6 +101,7 @@ func TestClaimRecordsDelivery(t *testing.T) {
 }
 
 func TestClaimTimeoutIsUnavailable(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 0, nil)
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
@@ -111,6 +114,7 @@ func TestClaimTimeoutIsUnavailable(t *testing.T) {
 // TestClaimRollsBackWhenJobInsertFails: a claim without its apply job would
 // be a 2xx that is never applied, so the two commit or fail together.
 func TestClaimRollsBackWhenJobInsertFails(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 0, nil)
 	_, err := f.db.SQL.Exec(`ALTER TABLE river_job RENAME TO river_job_gone`)
 	require.NoError(t, err)
@@ -120,6 +124,7 @@ func TestClaimRollsBackWhenJobInsertFails(t *testing.T) {
 }
 
 func TestApplySettlesOnceAndSkipsSettled(t *testing.T) {
+	t.Parallel()
 	var runs atomic.Int32
 	f := setup(t, 0, func(r *ledger.Registry) {
 		r.Handle("stripe", "invoice.*", func(context.Context, *ledger.Tx, *ledger.Event) error {
@@ -154,6 +159,7 @@ func TestApplySettlesOnceAndSkipsSettled(t *testing.T) {
 }
 
 func TestUnhandledTypeSettles(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 0, nil)
 	ctx := context.Background()
 	_, err := f.claimer.Claim(ctx, claimOf("evt_other", "account.updated"))
@@ -170,6 +176,7 @@ func TestUnhandledTypeSettles(t *testing.T) {
 // fails on its first attempt, leaving the row failed with the reason, and
 // the retry settles it exactly once.
 func TestWorkerRetriesThenSettlesOnce(t *testing.T) {
+	t.Parallel()
 	var calls, effects atomic.Int32
 	f := setup(t, 2, func(r *ledger.Registry) {
 		r.Handle("stripe", "invoice.paid", func(context.Context, *ledger.Tx, *ledger.Event) error {
@@ -183,12 +190,12 @@ func TestWorkerRetriesThenSettlesOnce(t *testing.T) {
 	_, err := f.claimer.Claim(context.Background(), claimOf("evt_retry", "invoice.paid"))
 	require.NoError(t, err)
 
-	require.Eventually(t, func() bool { s, _, _ := f.status(t, "evt_retry"); return s == "failed" }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { s, _, _ := f.status(t, "evt_retry"); return s == "failed" }, dbtest.Patience, 20*time.Millisecond)
 	_, attempts, lastErr := f.status(t, "evt_retry")
 	require.Equal(t, 1, attempts)
 	require.Contains(t, lastErr.String, "upstream timeout")
 
-	require.Eventually(t, func() bool { s, _, _ := f.status(t, "evt_retry"); return s == "settled" }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { s, _, _ := f.status(t, "evt_retry"); return s == "settled" }, dbtest.Patience, 50*time.Millisecond)
 	_, attempts, lastErr = f.status(t, "evt_retry")
 	require.Equal(t, 2, attempts)
 	require.False(t, lastErr.Valid)
@@ -197,6 +204,7 @@ func TestWorkerRetriesThenSettlesOnce(t *testing.T) {
 }
 
 func TestWorkerStopsOnPermanentError(t *testing.T) {
+	t.Parallel()
 	f := setup(t, 1, func(r *ledger.Registry) {
 		r.Handle("stripe", "invoice.paid", func(context.Context, *ledger.Tx, *ledger.Event) error {
 			return ledger.Permanent(errors.New("poison payload"))
@@ -206,7 +214,7 @@ func TestWorkerStopsOnPermanentError(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		return f.db.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
-	}, 10*time.Second, 20*time.Millisecond)
+	}, dbtest.Patience, 20*time.Millisecond)
 	status, attempts, lastErr := f.status(t, "evt_poison")
 	require.Equal(t, string(webhookevent.StatusFailed), status)
 	require.Equal(t, 1, attempts)
@@ -214,6 +222,7 @@ func TestWorkerStopsOnPermanentError(t *testing.T) {
 }
 
 func TestRegistryFamilies(t *testing.T) {
+	t.Parallel()
 	r := ledger.NewRegistry()
 	var got []string
 	mk := func(name string) ledger.HandlerFunc {
@@ -231,9 +240,17 @@ func TestRegistryFamilies(t *testing.T) {
 }
 
 func TestRetryDelayIsCapped(t *testing.T) {
-	require.GreaterOrEqual(t, ledger.RetryDelay(1), time.Second)
-	require.Less(t, ledger.RetryDelay(1), 2*time.Second)
-	for _, a := range []int{12, 19, 20, 25, 100} {
-		require.LessOrEqual(t, ledger.RetryDelay(a), 10*time.Minute+10*time.Minute/4)
+	t.Parallel()
+	// Doubling from a second, capped at ten minutes, plus up to a quarter
+	// of jitter.
+	for a, base := range map[int]time.Duration{
+		1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 10: 512 * time.Second,
+		11: 10 * time.Minute, 12: 10 * time.Minute, 19: 10 * time.Minute, 20: 10 * time.Minute, 25: 10 * time.Minute, 100: 10 * time.Minute,
+	} {
+		for range 20 {
+			d := ledger.RetryDelay(a)
+			require.GreaterOrEqual(t, d, base, "attempt %d", a)
+			require.LessOrEqual(t, d, base+base/4, "attempt %d", a)
+		}
 	}
 }

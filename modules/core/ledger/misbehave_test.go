@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
@@ -24,6 +25,7 @@ import (
 // poison ones) failed with the reason and no effect: nothing stranded
 // claimed, nothing applied twice.
 func TestMisbehavingHandlers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs apply timeouts and retries")
 	}
@@ -99,7 +101,7 @@ func TestMisbehavingHandlers(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), dbtest.Patience)
 				defer cancel()
 				if _, err := b.Claim(ctx, claimOf(id, "invoice.paid")); err != nil {
 					errs <- fmt.Errorf("%s: %w", id, err)

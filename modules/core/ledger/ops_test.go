@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
@@ -22,6 +23,7 @@ func store(h *ledgertest.Harness) *ledger.Store {
 }
 
 func TestPruneOnlyOldSettledRows(t *testing.T) {
+	t.Parallel()
 	h := ledgertest.New(t, 0, nil)
 	ctx := context.Background()
 	for i, c := range []struct{ status, age string }{
@@ -45,6 +47,7 @@ func TestPruneOnlyOldSettledRows(t *testing.T) {
 }
 
 func TestPruneInBatches(t *testing.T) {
+	t.Parallel()
 	h := ledgertest.New(t, 0, nil)
 	_, err := h.DB.SQL.Exec(`
 		INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, status, received_at)
@@ -75,6 +78,7 @@ func eventIDs(t *testing.T, h *ledgertest.Harness) []string {
 // row then stays failed with the reason and no pending job, and requeue
 // brings River's job back.
 func TestGivesUpAfterTheHorizonAndRequeues(t *testing.T) {
+	t.Parallel()
 	var fail atomic.Bool
 	fail.Store(true)
 	h := ledgertest.New(t, 0, func(h *ledgertest.Harness) {
@@ -98,7 +102,7 @@ func TestGivesUpAfterTheHorizonAndRequeues(t *testing.T) {
 	// The first failure starts the horizon; the second is past it.
 	require.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
-	}, 30*time.Second, 20*time.Millisecond)
+	}, dbtest.Patience, 20*time.Millisecond)
 	row := h.Row(t, "stripe", "evt_d")
 	require.Equal(t, "failed", row.Status)
 	require.Equal(t, 2, row.Attempts)
@@ -115,6 +119,7 @@ func TestGivesUpAfterTheHorizonAndRequeues(t *testing.T) {
 }
 
 func TestRequeueInsertsWhenRiverPrunedTheJob(t *testing.T) {
+	t.Parallel()
 	h := ledgertest.New(t, 0, nil)
 	h.Claim(t, "stripe", "evt_old", "invoice.paid", []byte(`{}`))
 	_, err := h.DB.SQL.Exec(`DELETE FROM river_job; UPDATE webhook_event SET status = 'failed'`)
@@ -130,6 +135,7 @@ func TestRequeueInsertsWhenRiverPrunedTheJob(t *testing.T) {
 }
 
 func TestRequeueLeavesARunningJobAlone(t *testing.T) {
+	t.Parallel()
 	h := ledgertest.New(t, 0, nil)
 	h.Claim(t, "stripe", "evt_run", "invoice.paid", []byte(`{}`))
 	_, err := h.DB.SQL.Exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(); UPDATE webhook_event SET status = 'failed'`)

@@ -54,6 +54,7 @@ func TestCheckPayloadAgreesWithJSONB(t *testing.T) {
 // TestUnstorablePayloadIsRefusedBeforeTheClaim: through either claim path,
 // a payload jsonb refuses is a bad-data error and writes nothing.
 func TestUnstorablePayloadIsRefusedBeforeTheClaim(t *testing.T) {
+	t.Parallel()
 	h := ledgertest.New(t, 0, nil)
 	b := newBatcher(t, h, 1)
 	for i, claim := range []func(context.Context, ledger.Claim) (ledger.ClaimResult, error){h.Claimer.Claim, b.Claim} {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestAllowListMatchesCIDRsAndPublishedLists(t *testing.T) {
+	t.Parallel()
 	stripe, err := ParsePublished("stripe", []byte(`{"WEBHOOKS":["3.18.12.63","54.187.216.72"]}`))
 	require.NoError(t, err)
 	require.Equal(t, []string{"3.18.12.63/32", "54.187.216.72/32"}, stripe)

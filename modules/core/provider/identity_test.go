@@ -10,6 +10,7 @@ import (
 )
 
 func TestHashFieldsDoNotCollide(t *testing.T) {
+	t.Parallel()
 	f := &IDFallback{HashFields: []string{"team_id", "event.seq"}}
 	id := func(body string) string {
 		v, err := f.ID(nil, []byte(body))
@@ -26,6 +27,7 @@ func TestHashFieldsDoNotCollide(t *testing.T) {
 }
 
 func TestIdentityBounds(t *testing.T) {
+	t.Parallel()
 	body := func(id, typ string) []byte {
 		return []byte(`{"id":"` + id + `","type":"` + typ + `","created":1700000000}`)
 	}
@@ -48,6 +50,7 @@ func TestIdentityBounds(t *testing.T) {
 }
 
 func TestOccurredAtBound(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1700000000, 0)
 	ev, err := Stripe.Parse(nil, []byte(`{"id":"evt","type":"x","created":9223372036854775807}`), nil)
 	require.NoError(t, err)

@@ -26,6 +26,7 @@ func signatureHeader(p *Provider) string { return p.SignatureHeaders[0] }
 // rotation, tampering, wrong secrets, stale and future timestamps and
 // missing headers for each provider.
 func TestEveryProviderVerifies(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
 	for _, name := range Names() {
 		p, _ := Lookup(name)
@@ -82,6 +83,7 @@ func readFixture(t *testing.T, path string) []byte {
 }
 
 func TestParseExamples(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		p        *Provider
 		file     string
@@ -112,6 +114,7 @@ func TestParseExamples(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		p      *Provider
 		header http.Header
@@ -137,6 +140,7 @@ func TestParseRejects(t *testing.T) {
 }
 
 func TestSlackURLVerification(t *testing.T) {
+	t.Parallel()
 	ev, err := Slack.Parse(nil, readFixture(t, "slack/url_verification.json"), nil)
 	require.NoError(t, err)
 	require.True(t, ev.Ignore)
@@ -145,6 +149,7 @@ func TestSlackURLVerification(t *testing.T) {
 }
 
 func TestRecordedHeadersDropSignatures(t *testing.T) {
+	t.Parallel()
 	h := http.Header{"X-Hub-Signature-256": {"sha256=00"}, "X-Hub-Signature": {"sha1=00"}, "X-Github-Event": {"push"}, "Cookie": {"c"}}
 	require.Equal(t, map[string]string{"X-Github-Event": "push"}, GitHub.RecordedHeaders(h))
 }
@@ -200,6 +205,7 @@ func FuzzStandardTimestamp(f *testing.F) {
 }
 
 func TestIDFallback(t *testing.T) {
+	t.Parallel()
 	body := []byte(`{"type":"usage.recorded","data":{"seq":42,"customer":"c1","meta":{"b":1,"a":2}}}`)
 	h := http.Header{"X-Event-Uuid": {"u-1"}}
 	id, err := (&IDFallback{Header: "X-Event-Uuid", JSONPath: "data.seq"}).ID(h, body)
@@ -232,6 +238,7 @@ func TestIDFallback(t *testing.T) {
 }
 
 func TestEmptySignatureNeverMatches(t *testing.T) {
+	t.Parallel()
 	h := http.Header{"Webhook-Id": {"msg"}, "Webhook-Timestamp": {"1700000000"}, "Webhook-Signature": {"v1, v1,="}}
 	_, err := Standard.Verify(h, []byte("{}"), [][]byte{[]byte("whsec_not base64!")}, time.Unix(1700000000, 0), -1)
 	require.ErrorIs(t, err, ErrSignature)

@@ -11,6 +11,7 @@ import (
 // TestStripeThinEventParses reads a thin event's id, type and RFC 3339
 // created at full precision, and still reads a snapshot event's seconds.
 func TestStripeThinEventParses(t *testing.T) {
+	t.Parallel()
 	body, err := os.ReadFile("../../../testdata/providers/stripe/thin/v1.billing.meter.error_report_triggered.json")
 	require.NoError(t, err)
 	ev, err := Stripe.Parse(nil, body, nil)

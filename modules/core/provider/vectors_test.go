@@ -43,6 +43,7 @@ func loadVectors(t *testing.T) []vector {
 
 // TestVectors runs every official and derived vector through its provider.
 func TestVectors(t *testing.T) {
+	t.Parallel()
 	for _, v := range loadVectors(t) {
 		t.Run(v.Provider+"/"+v.Description, func(t *testing.T) {
 			p, ok := Lookup(v.Provider)
@@ -72,6 +73,7 @@ func TestVectors(t *testing.T) {
 }
 
 func TestStripeVerify(t *testing.T) {
+	t.Parallel()
 	body := []byte(`{"id":"evt_1","type":"customer.subscription.created","created":1700000000}`)
 	now := time.Unix(1700000100, 0)
 	sign := func(secret string, ts int64) http.Header {
@@ -117,6 +119,7 @@ func TestStripeVerify(t *testing.T) {
 }
 
 func TestParseStripe(t *testing.T) {
+	t.Parallel()
 	ev, err := Stripe.Parse(nil, []byte(`{"id":"evt_1","type":"invoice.paid","created":1700000000}`), nil)
 	require.NoError(t, err)
 	require.Equal(t, Parsed{ID: "evt_1", Type: "invoice.paid", OccurredAt: time.Unix(1700000000, 0)}, ev)

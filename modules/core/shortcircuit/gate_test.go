@@ -47,6 +47,7 @@ func setup(t *testing.T, url string, opts Options) (*Gate, *redis.Client) {
 }
 
 func TestKeysAreBoundedAndDistinct(t *testing.T) {
+	t.Parallel()
 	g := &Gate{opts: Options{Prefix: DefaultPrefix}}
 	require.Equal(t, "hookledger:sc:stripe:evt_1", g.Key("stripe", "evt_1"))
 	long := strings.Repeat("x", 255)
@@ -64,7 +65,7 @@ func TestMarkWritesAMarkerWithTTL(t *testing.T) {
 	require.False(t, g.Seen(ctx, "stripe", "stripe", "evt_mark"))
 
 	g.Mark("stripe", "evt_mark")
-	require.Eventually(t, func() bool { return rdb.Exists(ctx, g.Key("stripe", "evt_mark")).Val() == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return rdb.Exists(ctx, g.Key("stripe", "evt_mark")).Val() == 1 }, redistest.Patience, 5*time.Millisecond)
 	ttl := rdb.TTL(ctx, g.Key("stripe", "evt_mark")).Val()
 	require.True(t, ttl > 0 && ttl <= 30*time.Second, "ttl %s", ttl)
 	require.True(t, g.Seen(ctx, "stripe", "stripe", "evt_mark"))
@@ -98,7 +99,7 @@ func TestBreakerOpensAndCloses(t *testing.T) {
 	}
 	require.Equal(t, 3.0, testutil.ToFloat64(g.errs.WithLabelValues("lookup")), "an open breaker does not ask")
 	g.Mark("stripe", "evt_b")
-	require.Eventually(t, func() bool { return testutil.ToFloat64(g.dropped) == 1 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return testutil.ToFloat64(g.dropped) == 1 }, redistest.Patience, 5*time.Millisecond,
 		"a marker is dropped while the breaker is open")
 
 	srv.Restart() // empty, as after a restart without persistence
@@ -109,7 +110,7 @@ func TestBreakerOpensAndCloses(t *testing.T) {
 	require.Eventually(t, func() bool {
 		clk.Add(time.Minute)
 		return g.Seen(ctx, "stripe", "stripe", "evt_b")
-	}, 30*time.Second, 10*time.Millisecond, "the probe finds Redis back")
+	}, redistest.Patience, 10*time.Millisecond, "the probe finds Redis back")
 	require.Equal(t, 0.0, testutil.ToFloat64(g.open))
 
 	srv.Kill()
@@ -121,6 +122,7 @@ func TestBreakerOpensAndCloses(t *testing.T) {
 // TestBreakerProbeOneAtATime: after the pause, one call probes; the others
 // stay off Redis until it answers.
 func TestBreakerProbeOneAtATime(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: time.Unix(1_800_000_000, 0)}
 	b := &breaker{threshold: 2, openFor: time.Second, now: clk.Now, gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "open"})}
 	require.True(t, b.allow())
@@ -155,6 +157,7 @@ func TestCallerGoneIsNoVerdict(t *testing.T) {
 }
 
 func TestNilGateIsNoRedis(t *testing.T) {
+	t.Parallel()
 	var g *Gate
 	require.False(t, g.Seen(context.Background(), "stripe", "stripe", "evt_1"))
 	g.Mark("stripe", "evt_1")
@@ -162,6 +165,7 @@ func TestNilGateIsNoRedis(t *testing.T) {
 }
 
 func TestBadURL(t *testing.T) {
+	t.Parallel()
 	_, err := New(Options{URL: "http://localhost:6379"})
 	require.ErrorContains(t, err, "REDIS_URL")
 }

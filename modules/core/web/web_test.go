@@ -19,6 +19,7 @@ import (
 // TestLoggerTraceID checks that every line of a traced request carries its
 // trace id, and an untraced request's lines none.
 func TestLoggerTraceID(t *testing.T) {
+	t.Parallel()
 	gin.SetMode(gin.ReleaseMode)
 	core, logs := observer.New(zapcore.DebugLevel)
 	tracer := sdktrace.NewTracerProvider().Tracer("test")

@@ -33,6 +33,7 @@ func push(before, after string, pushedAt int64) []byte {
 // TestPushIsNaturallyIdempotent: applying a push twice, even past the
 // ledger, leaves the same head.
 func TestPushIsNaturallyIdempotent(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	body, err := os.ReadFile("../../../testdata/providers/github/push.with-new-branch.json")
 	require.NoError(t, err)
@@ -50,6 +51,7 @@ func TestPushIsNaturallyIdempotent(t *testing.T) {
 }
 
 func TestOlderPushNeverMovesBack(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	require.NoError(t, h.Deliver(t, "github", "d-new", "push", push("bbb", "ccc", 200)))
 	require.NoError(t, h.Deliver(t, "github", "d-old", "push", push("aaa", "bbb", 100)))
@@ -58,8 +60,10 @@ func TestOlderPushNeverMovesBack(t *testing.T) {
 }
 
 func TestSameSecondPushesFollowTheChain(t *testing.T) {
+	t.Parallel()
 	for _, order := range [][]string{{"first", "second"}, {"second", "first"}} {
 		t.Run(fmt.Sprint(order), func(t *testing.T) {
+			t.Parallel()
 			h := setup(t)
 			pushes := map[string][]byte{"first": push("aaa", "bbb", 300), "second": push("bbb", "ccc", 300)}
 			for _, name := range order {

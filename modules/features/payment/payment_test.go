@@ -16,6 +16,7 @@ import (
 	entpayment "github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/features/payment"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
@@ -94,6 +95,7 @@ func receiptJobs(t *testing.T, h *ledgertest.Harness) int {
 }
 
 func TestPaymentIntentFixture(t *testing.T) {
+	t.Parallel()
 	h, _ := setup(t, 0, nil)
 	body, err := os.ReadFile("../../../testdata/providers/stripe/payment_intent.succeeded.json")
 	require.NoError(t, err)
@@ -109,6 +111,7 @@ func TestPaymentIntentFixture(t *testing.T) {
 // TestAnyOrderSameRow applies a payment, two refunds and the invoice in
 // every order: the row and the single receipt job come out the same.
 func TestAnyOrderSameRow(t *testing.T) {
+	t.Parallel()
 	events := []stripeEvent{
 		piSucceeded("evt_pi", "pi_A", 1000),
 		chargeRefunded("evt_r1", "pi_A", 1000, 300),
@@ -135,6 +138,7 @@ func TestAnyOrderSameRow(t *testing.T) {
 }
 
 func TestRefundFirstCreatesFromCharge(t *testing.T) {
+	t.Parallel()
 	h, _ := setup(t, 0, nil)
 	deliver(t, h, chargeRefunded("evt_r1", "pi_B", 2000, 500))
 	p := paymentRow(t, h, "stripe", "pi_B")
@@ -153,6 +157,7 @@ func TestRefundFirstCreatesFromCharge(t *testing.T) {
 }
 
 func TestInvoiceWithoutPaymentIntentRecordsNothing(t *testing.T) {
+	t.Parallel()
 	h, _ := setup(t, 0, nil)
 	body, err := os.ReadFile("../../../testdata/providers/stripe/invoice.paid.json")
 	require.NoError(t, err)
@@ -162,6 +167,7 @@ func TestInvoiceWithoutPaymentIntentRecordsNothing(t *testing.T) {
 }
 
 func TestPaddleTransaction(t *testing.T) {
+	t.Parallel()
 	h, _ := setup(t, 0, nil)
 	body := []byte(`{"event_id":"evt_p1","event_type":"transaction.completed","occurred_at":"2024-04-12T13:16:10.444253Z","data":{"id":"txn_01","status":"completed","customer_id":"ctm_01","currency_code":"GBP","details":{"totals":{"grand_total":"2599"}}}}`)
 	require.NoError(t, h.Deliver(t, "paddle", "evt_p1", "transaction.completed", body))
@@ -177,6 +183,7 @@ func TestPaddleTransaction(t *testing.T) {
 // and its receipt job; duplicates arrive meanwhile. The receipt is sent
 // once, keyed by the payment id.
 func TestReceiptOnceUnderRetriesAndDuplicates(t *testing.T) {
+	t.Parallel()
 	var failures atomic.Int32
 	h, rec := setup(t, 4, func(reg *ledger.Registry) {
 		reg.Handle("stripe", "payment_intent.succeeded", func(context.Context, *ledger.Tx, *ledger.Event) error {
@@ -199,7 +206,7 @@ func TestReceiptOnceUnderRetriesAndDuplicates(t *testing.T) {
 	h.WaitSettled(t, "stripe", "evt_once")
 	require.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'payment_receipt' AND state = 'completed'`) == 1
-	}, 20*time.Second, 20*time.Millisecond)
+	}, dbtest.Patience, 20*time.Millisecond)
 	require.Equal(t, []string{"pi_once"}, rec.sent())
 	require.Equal(t, 1, receiptJobs(t, h))
 	require.Equal(t, 2, h.Row(t, "stripe", "evt_once").Attempts)

@@ -2,6 +2,7 @@ package subscription_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/hookledger/hookledger/modules/core/metrics"
 	"github.com/hookledger/hookledger/modules/core/provider"
 	"github.com/hookledger/hookledger/modules/features/subscription"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
@@ -57,15 +59,15 @@ func (f *fixture) subOf(t *testing.T, provider, id string) *ent.Subscription {
 	return s
 }
 
-var seq int
-
+// event is a Stripe subscription event with an id of its own: tests that
+// run in parallel share no counter.
 func event(typ, sub, status string, created int64) []byte {
-	seq++
-	return []byte(fmt.Sprintf(`{"id":"evt_%d","object":"event","type":%q,"created":%d,"data":{"object":{"id":%q,"customer":"cus_1","status":%q,"items":{"data":[{"price":{"id":"price_basic"}}]}}}}`,
-		seq, typ, created, sub, status))
+	return []byte(fmt.Sprintf(`{"id":"evt_%s","object":"event","type":%q,"created":%d,"data":{"object":{"id":%q,"customer":"cus_1","status":%q,"items":{"data":[{"price":{"id":"price_basic"}}]}}}}`,
+		rand.Text(), typ, created, sub, status))
 }
 
 func TestNewestFirstEndsWithNewest(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	evs := [][]byte{
 		event("customer.subscription.updated", "sub_1", "active", 300),
@@ -84,6 +86,7 @@ func TestNewestFirstEndsWithNewest(t *testing.T) {
 }
 
 func TestUpdatedBeforeCreated(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_2", "past_due", 200)))
 	s := f.sub(t, "sub_2")
@@ -95,6 +98,7 @@ func TestUpdatedBeforeCreated(t *testing.T) {
 }
 
 func TestDeletedCancels(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_3", "active", 100)))
 	require.NoError(t, f.deliver(t, event("customer.subscription.deleted", "sub_3", "active", 150)))
@@ -107,8 +111,10 @@ func TestDeletedCancels(t *testing.T) {
 // second. Whatever the arrival order, the state further along the lifecycle
 // wins, then the later event type; a full tie keeps the stored row.
 func TestEqualVersionRule(t *testing.T) {
+	t.Parallel()
 	for _, order := range []string{"created first", "updated first"} {
 		t.Run(order, func(t *testing.T) {
+			t.Parallel()
 			f := setup(t)
 			created := event("customer.subscription.created", "sub_t", "active", 500)
 			updated := event("customer.subscription.updated", "sub_t", "past_due", 500)
@@ -125,12 +131,14 @@ func TestEqualVersionRule(t *testing.T) {
 		})
 	}
 	t.Run("terminal status wins a tie", func(t *testing.T) {
+		t.Parallel()
 		f := setup(t)
 		require.NoError(t, f.deliver(t, event("customer.subscription.deleted", "sub_d", "canceled", 700)))
 		require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_d", "active", 700)))
 		require.Equal(t, "canceled", f.sub(t, "sub_d").Status)
 	})
 	t.Run("full tie keeps the stored state", func(t *testing.T) {
+		t.Parallel()
 		f := setup(t)
 		first := event("customer.subscription.updated", "sub_f", "active", 800)
 		require.NoError(t, f.deliver(t, first))
@@ -144,6 +152,7 @@ func TestEqualVersionRule(t *testing.T) {
 // TestStripeFixturesInAnyOrder applies Stripe's composed created, updated
 // and deleted events (testdata/providers/stripe) newest first.
 func TestStripeFixturesInAnyOrder(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	for _, name := range []string{"deleted", "updated", "created"} {
 		body, err := os.ReadFile("../../../testdata/providers/stripe/customer.subscription." + name + ".json")
@@ -158,6 +167,7 @@ func TestStripeFixturesInAnyOrder(t *testing.T) {
 }
 
 func TestPoisonPayloadIsPermanent(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	err := f.deliver(t, []byte(`{"id":"evt_bad","type":"customer.subscription.updated","created":5,"data":{"object":{}}}`))
 	require.Error(t, err)
@@ -167,6 +177,7 @@ func TestPoisonPayloadIsPermanent(t *testing.T) {
 // TestPaddleOutOfOrder delivers Paddle's later update of a subscription
 // before its earlier one: the earlier one must not win.
 func TestPaddleOutOfOrder(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	for _, file := range []string{
 		"subscription.updated.evt_01hg0trvbgjfp0avfam8a2yzq1.json",
@@ -193,6 +204,7 @@ func TestPaddleOutOfOrder(t *testing.T) {
 // TestTieRefetchedFromStripe: with an API key, two events of one second are
 // resolved by Stripe's current state of the subscription.
 func TestTieRefetchedFromStripe(t *testing.T) {
+	t.Parallel()
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer sk_test_tie" || r.URL.Path != "/v1/subscriptions/sub_tie" {
 			http.Error(w, "no", http.StatusNotFound)
@@ -208,7 +220,7 @@ func TestTieRefetchedFromStripe(t *testing.T) {
 	require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_tie", "active", 900)))
 	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_tie", "past_due", 900)))
 	require.Equal(t, "past_due", f.sub(t, "sub_tie").Status, "the tie rule first; Stripe's answer in a job of its own")
-	require.Eventually(t, func() bool { return f.sub(t, "sub_tie").Status == "unpaid" }, 30*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return f.sub(t, "sub_tie").Status == "unpaid" }, dbtest.Patience, 20*time.Millisecond,
 		"Stripe's current state, not either event's")
 	s := f.sub(t, "sub_tie")
 	require.Equal(t, "price_pro", s.Plan)
@@ -222,8 +234,10 @@ func TestTieRefetchedFromStripe(t *testing.T) {
 // workers at once. The second waits on the first's row lock; the tie rule
 // must see the first's committed state, whatever the interleaving.
 func TestConcurrentTieIsDetected(t *testing.T) {
+	t.Parallel()
 	for _, order := range []string{"higher first", "lower first"} {
 		t.Run(order, func(t *testing.T) {
+			t.Parallel()
 			f := setup(t)
 			require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_c", "trialing", 900)))
 			high := event("customer.subscription.updated", "sub_c", "past_due", 1000)
@@ -262,7 +276,7 @@ func TestConcurrentTieIsDetected(t *testing.T) {
 			// The second apply is truly concurrent: it waits on the first's lock.
 			require.Eventually(t, func() bool {
 				return f.DB.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
-			}, 30*time.Second, 5*time.Millisecond)
+			}, dbtest.Patience, 5*time.Millisecond)
 			close(release)
 			require.NoError(t, <-firstDone)
 			require.NoError(t, <-secondDone)
@@ -279,6 +293,7 @@ func TestConcurrentTieIsDetected(t *testing.T) {
 // subscription is permanent: the re-fetch ends at once and the tie rule's
 // state stands; Stripe unreachable retries instead.
 func TestRefetchNotFoundKeepsTheTieRule(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
@@ -293,7 +308,7 @@ func TestRefetchNotFoundKeepsTheTieRule(t *testing.T) {
 	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_gone", "past_due", 950)))
 	require.Eventually(t, func() bool {
 		return f.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'subscription_refetch' AND state = 'cancelled'`) == 1
-	}, 30*time.Second, 20*time.Millisecond)
+	}, dbtest.Patience, 20*time.Millisecond)
 	require.Equal(t, int32(1), calls.Load(), "a 404 is not retried")
 	require.Equal(t, "past_due", f.sub(t, "sub_gone").Status)
 	require.Equal(t, 1.0, testutil.ToFloat64(f.metrics.VersionTies.WithLabelValues("subscription", "refetch_refused")))
@@ -303,6 +318,7 @@ func TestRefetchNotFoundKeepsTheTieRule(t *testing.T) {
 // own namespace) never changes the first account's subscription, even for
 // the same subscription id.
 func TestNamespacesKeepTheirOwnSubscriptions(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	deliverIn := func(ns string, body []byte) {

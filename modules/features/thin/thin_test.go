@@ -16,6 +16,7 @@ import (
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/provider"
 	"github.com/hookledger/hookledger/modules/features/thin"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
@@ -101,7 +102,7 @@ func (f *fixture) jobState(t *testing.T, eventID string) (state string, attempt 
 	require.Eventually(t, func() bool {
 		err := f.DB.SQL.QueryRow(`SELECT state, attempt FROM river_job WHERE kind = 'stripe_thin_fetch' AND args->>'event_id' = $1`, eventID).Scan(&state, &attempt)
 		return err == nil && (state == "completed" || state == "cancelled" || state == "discarded")
-	}, 30*time.Second, 20*time.Millisecond, "fetch job of %s never finished", eventID)
+	}, dbtest.Patience, 20*time.Millisecond, "fetch job of %s never finished", eventID)
 	return state, attempt
 }
 
@@ -114,6 +115,7 @@ func thinEvent(id, typ, extra string) []byte {
 const relatedSub = `"related_object":{"id":"sub_1","type":"subscription","url":"/v1/subscriptions/sub_1"}`
 
 func TestThinEventIsAppliedAsItsSnapshot(t *testing.T) {
+	t.Parallel()
 	f := setup(t, "sk_test_thin", map[string]string{"/v1/subscriptions/sub_1": subscriptionJSON})
 	f.Claim(t, "stripe", "evt_thin_1", "v1.customer.subscription.updated",
 		thinEvent("evt_thin_1", "v1.customer.subscription.updated", `"context":"acct_9",`+relatedSub))
@@ -140,6 +142,7 @@ func TestThinEventIsAppliedAsItsSnapshot(t *testing.T) {
 }
 
 func TestThinEventWithoutRelatedObjectReadsTheEvent(t *testing.T) {
+	t.Parallel()
 	f := setup(t, "sk_test_thin", map[string]string{
 		"/v2/core/events/evt_thin_2": string(thinEvent("evt_thin_2", "v1.customer.subscription.updated", `"context":null,`+relatedSub)),
 		"/v1/subscriptions/sub_1":    subscriptionJSON,
@@ -157,6 +160,7 @@ func TestThinEventWithoutRelatedObjectReadsTheEvent(t *testing.T) {
 }
 
 func TestThinFetchRetriesAnOutage(t *testing.T) {
+	t.Parallel()
 	f := setup(t, "sk_test_thin", map[string]string{"/v1/subscriptions/sub_1": subscriptionJSON})
 	f.api.mu.Lock()
 	f.api.outages = 2
@@ -169,6 +173,7 @@ func TestThinFetchRetriesAnOutage(t *testing.T) {
 }
 
 func TestThinFetchNotFoundIsPermanent(t *testing.T) {
+	t.Parallel()
 	f := setup(t, "sk_test_thin", map[string]string{})
 	f.Claim(t, "stripe", "evt_thin_4", "v1.customer.subscription.updated", thinEvent("evt_thin_4", "v1.customer.subscription.updated", relatedSub))
 	state, attempt := f.jobState(t, "evt_thin_4")
@@ -179,6 +184,7 @@ func TestThinFetchNotFoundIsPermanent(t *testing.T) {
 }
 
 func TestThinEventWithItsTwinInTheLedgerFetchesNothing(t *testing.T) {
+	t.Parallel()
 	f := setup(t, "sk_test_thin", map[string]string{"/v1/subscriptions/sub_1": subscriptionJSON})
 	f.Claim(t, "stripe", "evt_snap_5", "customer.subscription.updated",
 		[]byte(`{"id":"evt_snap_5","object":"event","type":"customer.subscription.updated","created":1772359200,"data":{"object":`+subscriptionJSON+`}}`))
@@ -192,14 +198,16 @@ func TestThinEventWithItsTwinInTheLedgerFetchesNothing(t *testing.T) {
 }
 
 func TestThinEventWithoutAPIKeyFails(t *testing.T) {
+	t.Parallel()
 	f := setup(t, "", nil)
 	f.Claim(t, "stripe", "evt_thin_6", "v1.customer.subscription.updated", thinEvent("evt_thin_6", "v1.customer.subscription.updated", relatedSub))
-	require.Eventually(t, func() bool { return f.Row(t, "stripe", "evt_thin_6").Status == "failed" }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return f.Row(t, "stripe", "evt_thin_6").Status == "failed" }, dbtest.Patience, 20*time.Millisecond)
 	require.Contains(t, f.Row(t, "stripe", "evt_thin_6").LastError.String, "STRIPE_API_KEY")
 	require.Empty(t, f.api.seen())
 }
 
 func TestThinEventOfAnUnhandledTypeSettles(t *testing.T) {
+	t.Parallel()
 	f := setup(t, "sk_test_thin", nil)
 	body, err := os.ReadFile("../../../testdata/providers/stripe/thin/v1.billing.meter.error_report_triggered.json")
 	require.NoError(t, err)

@@ -30,6 +30,7 @@ func total(t *testing.T, h *ledgertest.Harness, customer, metric string) int {
 // TestLedgerStopsDoubleCounting: a delta has no version, so only the ledger
 // stands between a retried delivery and a doubled count.
 func TestLedgerStopsDoubleCounting(t *testing.T) {
+	t.Parallel()
 	h := setup(t, 0)
 	body := recorded("cus_1", "api_calls", 5)
 	require.True(t, h.Claim(t, "standard", "msg_1", "usage.recorded", body))
@@ -49,6 +50,7 @@ func TestLedgerStopsDoubleCounting(t *testing.T) {
 // TestForcedReapplyMovesToTheFixedTotal: a handler fix that makes an event
 // read another total moves its delta there.
 func TestForcedReapplyMovesToTheFixedTotal(t *testing.T) {
+	t.Parallel()
 	h := setup(t, 0)
 	require.True(t, h.Claim(t, "standard", "msg_m", "usage.recorded", recorded("cus_m", "api_calls", 4)))
 	require.NoError(t, h.Apply(t, "standard", "msg_m", false))
@@ -62,6 +64,7 @@ func TestForcedReapplyMovesToTheFixedTotal(t *testing.T) {
 // TestNamespacesKeepTheirOwnTotals: two senders that use the same customer
 // ids feed totals of their own.
 func TestNamespacesKeepTheirOwnTotals(t *testing.T) {
+	t.Parallel()
 	h := setup(t, 0)
 	ctx := context.Background()
 	for _, ns := range []string{"standard", "partner"} {
@@ -75,6 +78,7 @@ func TestNamespacesKeepTheirOwnTotals(t *testing.T) {
 }
 
 func TestDuplicateStormWithWorkers(t *testing.T) {
+	t.Parallel()
 	h := setup(t, 4)
 	var wg sync.WaitGroup
 	for i := range 5 {
@@ -94,6 +98,7 @@ func TestDuplicateStormWithWorkers(t *testing.T) {
 }
 
 func TestPoisonUsage(t *testing.T) {
+	t.Parallel()
 	h := setup(t, 0)
 	err := h.Deliver(t, "standard", "msg_bad", "usage.recorded", []byte(`{"type":"usage.recorded","data":{"quantity":1}}`))
 	require.Error(t, err)
@@ -103,6 +108,7 @@ func TestPoisonUsage(t *testing.T) {
 // after a handler fix) replaces the event's earlier effect instead of adding
 // it again.
 func TestForcedReapplyReplacesItsDelta(t *testing.T) {
+	t.Parallel()
 	h := setup(t, 0)
 	require.True(t, h.Claim(t, "standard", "msg_f", "usage.recorded", recorded("cus_f", "api_calls", 7)))
 	require.NoError(t, h.Apply(t, "standard", "msg_f", false))

@@ -14,6 +14,7 @@ import (
 // TestPayloadsAreTheTestdataOnes: the embedded payloads are the real ones
 // in testdata/providers, unchanged.
 func TestPayloadsAreTheTestdataOnes(t *testing.T) {
+	t.Parallel()
 	for src, copy := range payloadFile {
 		embedded, err := payloads.ReadFile("payloads/" + copy)
 		require.NoError(t, err)
@@ -48,6 +49,7 @@ func TestPayloadsAreTheTestdataOnes(t *testing.T) {
 // TestBuildFreshEvents: every template builds a delivery its provider
 // parses as the template's type, with a fresh id each time.
 func TestBuildFreshEvents(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
 	for _, tpl := range Templates() {
 		p, ok := provider.Lookup(tpl.Provider)

@@ -28,6 +28,18 @@ import (
 	"github.com/hookledger/hookledger/modules/testsupport/devdb"
 )
 
+// Patience is how long a test waits for an outcome that takes
+// milliseconds on an idle machine (a row to settle, a server to answer).
+// Test runs share a loaded two-core machine, where the same outcome can
+// take thousands of times as long: a poll that gives up sooner fails a
+// correct product.
+const Patience = 2 * time.Minute
+
+// MaxConns caps each test database's pool. PostgreSQL's connections are
+// shared by every test running on the server, and by every test run on
+// the machine: parallel tests multiply pools, so each stays small.
+const MaxConns = 6
+
 // DB is one test's database.
 type DB struct {
 	Name string
@@ -90,7 +102,7 @@ func create(t testing.TB, from string) *DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pcfg.MaxConns = 40
+	pcfg.MaxConns = MaxConns
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +199,7 @@ func template(t testing.TB) string {
 // withLock runs fn holding a server-wide advisory lock.
 func withLock(t testing.TB, admin string, fn func(*pgx.Conn)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), Patience)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 // TestThrowawayCluster is the fresh-machine path: a cluster of our own from
 // the installed binaries, stopped abruptly and started again.
 func TestThrowawayCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a PostgreSQL cluster")
 	}

@@ -98,7 +98,7 @@ func (h *Harness) WaitSettled(t testing.TB, namespace, id string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE namespace = $1 AND event_id = $2 AND status = 'settled'`, namespace, id) == 1
-	}, 20*time.Second, 20*time.Millisecond, "event %s/%s never settled", namespace, id)
+	}, dbtest.Patience, 20*time.Millisecond, "event %s/%s never settled", namespace, id)
 }
 
 // Row is a ledger row's status fields.
