@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -50,8 +49,8 @@ func (b *Batcher) Queued() int { return len(b.requests) }
 // with this request: Claimed for the first request of a new event. A
 // payload that jsonb would refuse is refused before it joins a batch.
 func (b *Batcher) Claim(ctx context.Context, in Claim) (ClaimResult, error) {
-	if err := CheckPayload(in.Payload); err != nil {
-		return 0, fmt.Errorf("claim %s/%s: %w", in.Namespace, in.EventID, err)
+	if err := in.check(); err != nil {
+		return 0, err
 	}
 	p := &waiting{ctx: ctx, claim: in, done: make(chan struct{})}
 	select {

@@ -297,6 +297,7 @@ func TestOneClaimForOneAndMany(t *testing.T) {
 		C = ledger.Claimed
 		D = ledger.Duplicate
 		R = ledger.DuplicateReapplied
+		L = ledger.LoggedDuplicate
 	)
 	for _, tc := range []struct {
 		name    string
@@ -306,7 +307,7 @@ func TestOneClaimForOneAndMany(t *testing.T) {
 	}{
 		{"enforce", false, []ledger.ClaimResult{C, C, C, D, C, D, D, D},
 			"github/guid-1 force=false\nstripe/evt_bare force=false\nstripe/evt_first force=false\nstripe/evt_full force=false"},
-		{"log-only", true, []ledger.ClaimResult{C, C, C, R, C, D, R, R},
+		{"log-only", true, []ledger.ClaimResult{C, C, C, R, C, L, R, R},
 			"github/guid-1 force=true\ngithub/guid-1 force=true\nstripe/evt_bare force=true\nstripe/evt_first force=true\nstripe/evt_first force=true\nstripe/evt_full force=true\nstripe/evt_full force=true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

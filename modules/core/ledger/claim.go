@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -37,6 +38,24 @@ type Claim struct {
 	BodyDigest string
 }
 
+// ErrIncomplete refuses a claim without its namespace, event id, provider
+// or source: the parse refuses such a delivery first, so only a caller
+// that builds claims itself can meet it.
+var ErrIncomplete = errors.New("claim without its namespace, event id, provider or source")
+
+// check refuses, before any database access, what the claim statement
+// must not see: missing keys, and a payload that jsonb would refuse
+// (ErrUnstorable).
+func (c Claim) check() error {
+	if c.Namespace == "" || c.EventID == "" || c.Provider == "" || c.Source == "" {
+		return fmt.Errorf("claim %s/%s: %w", c.Namespace, c.EventID, ErrIncomplete)
+	}
+	if err := CheckPayload(c.Payload); err != nil {
+		return fmt.Errorf("claim %s/%s: %w", c.Namespace, c.EventID, err)
+	}
+	return nil
+}
+
 func (c Claim) key() EventKey { return EventKey{Namespace: c.Namespace, EventID: c.EventID} }
 
 // ClaimResult is what a claim did with a delivery. The claim mode is the
@@ -54,7 +73,15 @@ const (
 	// DuplicateReapplied is a duplicate under CLAIM_MODE=log-only: a job
 	// applies the event's row again, as a receiver without a ledger would.
 	DuplicateReapplied
+	// LoggedDuplicate is a duplicate under CLAIM_MODE=log-only that has no
+	// row of its own to apply again (its body is another id's: BodyDigest).
+	// Like every log-only duplicate it is one enforce mode would skip.
+	LoggedDuplicate
 )
+
+// WouldSkip reports whether r is a duplicate that CLAIM_MODE=log-only let
+// through, which enforce mode would have skipped.
+func (r ClaimResult) WouldSkip() bool { return r == DuplicateReapplied || r == LoggedDuplicate }
 
 func (r ClaimResult) String() string {
 	switch r {
@@ -64,6 +91,8 @@ func (r ClaimResult) String() string {
 		return "duplicate"
 	case DuplicateReapplied:
 		return "duplicate_reapplied"
+	case LoggedDuplicate:
+		return "logged_duplicate"
 	}
 	return "ClaimResult(" + strconv.Itoa(int(r)) + ")"
 }
@@ -73,8 +102,8 @@ func (r ClaimResult) String() string {
 // claim Batcher runs for many (claimRows). A payload that jsonb would
 // refuse is refused first (ErrUnstorable), with no database access.
 func (s *Store) Claim(ctx context.Context, in Claim) (ClaimResult, error) {
-	if err := CheckPayload(in.Payload); err != nil {
-		return 0, fmt.Errorf("claim %s/%s: %w", in.Namespace, in.EventID, err)
+	if err := in.check(); err != nil {
+		return 0, err
 	}
 	res, err := s.claim(ctx, []Claim{in})
 	if err != nil {
@@ -123,7 +152,7 @@ func (s *Store) claimRows(ctx context.Context, tx *Tx, rows []Claim) ([]ClaimRes
 			if err != nil {
 				return nil, err
 			}
-			res[i] = Duplicate // a body-digest replay: no row of its own to apply again
+			res[i] = LoggedDuplicate // a body-digest replay: no row of its own to apply again
 			if own {
 				res[i] = DuplicateReapplied
 			}
@@ -131,7 +160,7 @@ func (s *Store) claimRows(ctx context.Context, tx *Tx, rows []Claim) ([]ClaimRes
 			res[i] = Duplicate
 		}
 		switch {
-		case res[i] == Duplicate:
+		case res[i] == Duplicate, res[i] == LoggedDuplicate:
 		case s.logOnly:
 			jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: k.Namespace, EventID: k.EventID, Force: true}})
 		default:

@@ -37,11 +37,11 @@ func IsUnavailable(err error) bool {
 }
 
 // IsBadData reports whether the event's data cannot be stored: refused
-// before the claim (ErrUnstorable) or by PostgreSQL itself (class 22, e.g.
+// before the claim (ErrUnstorable, ErrIncomplete) or by PostgreSQL itself (class 22, e.g.
 // invalid UTF-8, or nesting past its stack limit): the delivery is a 400,
 // never a retry.
 func IsBadData(err error) bool {
-	if errors.Is(err, ErrUnstorable) {
+	if errors.Is(err, ErrUnstorable) || errors.Is(err, ErrIncomplete) {
 		return true
 	}
 	var pgErr *pgconn.PgError

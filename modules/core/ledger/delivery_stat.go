@@ -51,9 +51,9 @@ func NewDeliveryStats(db *sql.DB) *DeliveryStats {
 
 // Add counts one answered delivery of source with outcome (a value of
 // hookledger_deliveries_total{outcome}); replayed also counts it as
-// StatReplayed, and reapplied (a DuplicateReapplied claim) as
-// StatWouldSkip.
-func (s *DeliveryStats) Add(source, outcome string, replayed, reapplied bool) {
+// StatReplayed, and wouldSkip (a duplicate CLAIM_MODE=log-only let
+// through, ClaimResult.WouldSkip) as StatWouldSkip.
+func (s *DeliveryStats) Add(source, outcome string, replayed, wouldSkip bool) {
 	if s == nil {
 		return
 	}
@@ -64,7 +64,7 @@ func (s *DeliveryStats) Add(source, outcome string, replayed, reapplied bool) {
 	if replayed {
 		s.counts[statKey{m, source, StatReplayed}]++
 	}
-	if reapplied {
+	if wouldSkip {
 		s.counts[statKey{m, source, StatWouldSkip}]++
 	}
 }

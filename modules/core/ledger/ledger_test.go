@@ -254,3 +254,30 @@ func TestRetryDelayIsCapped(t *testing.T) {
 		}
 	}
 }
+
+// TestIncompleteClaimsAreRefused: a claim without one of its keys is bad
+// data (a 400 at the receiver), refused alone and in a batch, and writes
+// nothing.
+func TestIncompleteClaimsAreRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 0, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	batcher := ledger.NewBatcher(ctx, f.claimer, 1, 8)
+	for _, blank := range []func(*ledger.Claim){
+		func(c *ledger.Claim) { c.EventID = "" },
+		func(c *ledger.Claim) { c.Namespace = "" },
+		func(c *ledger.Claim) { c.Provider = "" },
+		func(c *ledger.Claim) { c.Source = "" },
+	} {
+		c := claimOf("evt_incomplete", "invoice.paid")
+		blank(&c)
+		_, err := f.claimer.Claim(ctx, c)
+		require.ErrorIs(t, err, ledger.ErrIncomplete)
+		require.True(t, ledger.IsBadData(err))
+		_, err = batcher.Claim(ctx, c)
+		require.ErrorIs(t, err, ledger.ErrIncomplete)
+	}
+	require.Equal(t, 0, f.db.Count(t, `SELECT count(*) FROM webhook_event`))
+	require.Equal(t, 0, f.db.Count(t, `SELECT count(*) FROM river_job`))
+}

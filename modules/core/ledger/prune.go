@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -87,6 +88,11 @@ type PruneWorker struct {
 
 // Work prunes once.
 func (w *PruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
+	if w.Retention <= 0 {
+		// A job left from a run with retention on: with it off, nothing
+		// is pruned (a zero retention would be every settled row).
+		return river.JobCancel(errors.New("RETENTION is off: nothing is pruned"))
+	}
 	r, err := prune(ctx, w.DB, w.Retention, false)
 	if err != nil {
 		return err

@@ -46,6 +46,17 @@ type applyEventWorker struct {
 
 func (applyEventWorker) Work(context.Context, *river.Job[applyEventArgs]) error { return nil }
 
+// pruneArgs claims the ledger's prune job kind.
+type pruneArgs struct{}
+
+func (pruneArgs) Kind() string { return "prune_ledger" }
+
+type pruneWorker struct {
+	river.WorkerDefaults[pruneArgs]
+}
+
+func (pruneWorker) Work(context.Context, *river.Job[pruneArgs]) error { return nil }
+
 // TestRegistrationErrorsFailNewRiver: a job kind registered twice, a module
 // worker of one of the ledger's own kinds and a malformed pattern are
 // reported by NewRiver, for a client that works jobs and an insert-only
@@ -70,6 +81,9 @@ func TestRegistrationErrorsFailNewRiver(t *testing.T) {
 		"ledger's kind": {func(r *ledger.Registry) {
 			ledger.AddWorker(r, applyEventWorker{})
 		}, `worker for kind "apply_event" is already registered`},
+		"ledger's prune kind, retention off": {func(r *ledger.Registry) {
+			ledger.AddWorker(r, pruneWorker{})
+		}, `worker for kind "prune_ledger" is already registered`},
 		"pattern": {func(r *ledger.Registry) {
 			r.Handle("stripe", "invoice.*.paid", func(context.Context, *ledger.Tx, *ledger.Event) error { return nil })
 		}, `"invoice.*.paid": a wildcard only stands at the end`},

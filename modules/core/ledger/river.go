@@ -57,9 +57,11 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 	applier := &Applier{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics, Horizon: o.RetryHorizon, Timeout: o.ApplyTimeout}
 	river.AddWorker(workers, &ApplyWorker{Applier: applier})
 	river.AddWorker(workers, &ApplyBatchWorker{Applier: applier})
+	// The prune worker is registered with retention off too, so that the
+	// kind stays the ledger's and a leftover job is cancelled, not run.
+	river.AddWorker(workers, &PruneWorker{DB: db, Retention: o.Retention, Logger: o.Logger.Named("prune")})
 	periodic := append([]*river.PeriodicJob(nil), o.Registry.periodic...)
 	if o.Retention > 0 {
-		river.AddWorker(workers, &PruneWorker{DB: db, Retention: o.Retention, Logger: o.Logger.Named("prune")})
 		periodic = append(periodic, PrunePeriodically(time.Hour))
 	}
 	if err := o.Registry.addWorkers(workers); err != nil {

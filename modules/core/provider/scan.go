@@ -267,12 +267,16 @@ func (s *scanner) literal(word string) error {
 // Field is one member for DecodeFields: its name and where its value
 // goes. A *json.RawMessage receives the raw value without a copy or a
 // second pass. Fields, when set, reads members of the value instead, in
-// the same pass: those of an object, or of an array's first element (a
-// handler reading "the first item").
+// the same pass: those of an object, or with List those of an array's
+// first element (a handler reading "the first item"). The value must have
+// that shape (or be null), as decoding into a struct or a slice of structs
+// requires; of a list's later elements only their being objects is
+// checked.
 type Field struct {
 	Name   string
 	Dst    any
 	Fields []Field
+	List   bool
 }
 
 // DecodeFields reads the named members of a JSON object as decoding it
@@ -293,10 +297,10 @@ func decodeInto(fields []Field) memberFunc {
 			}
 		}
 		if f != nil && len(f.Fields) > 0 && s.i < len(s.b) {
-			switch s.b[s.i] {
-			case '{':
+			switch c := s.b[s.i]; {
+			case c == '{' && !f.List:
 				return s.container(depth+1, decodeInto(f.Fields))
-			case '[':
+			case c == '[' && f.List:
 				return s.container(depth+1, firstElement(f.Fields))
 			}
 		}
@@ -337,7 +341,11 @@ func (f *Field) set(value []byte) error {
 		return nil
 	}
 	if len(f.Fields) > 0 {
-		return fmt.Errorf("json: cannot unmarshal %s into field %s", kind(value), f.Name)
+		want := "an object"
+		if f.List {
+			want = "a list"
+		}
+		return fmt.Errorf("json: cannot unmarshal %s into field %s (want %s)", kind(value), f.Name, want)
 	}
 	switch dst := f.Dst.(type) {
 	case *json.RawMessage:

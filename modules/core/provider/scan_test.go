@@ -78,6 +78,7 @@ func FuzzDecodeNestedFields(f *testing.F) {
 		`{"data":{"object":{"items":{"data":[{"price":{"id":"p"}},7]}}}}`, `{"data":{"object":{"id":"a",}}}`,
 		`{"data":{"object":{"items":{"data":[{"price":"x"}]}}}}`, `{"created":"1"}`, `{"data":{"object":{"id":"\u0061"}}}`,
 		`{"data":{"object":{"id":5}}}`, `{"data":{"object":{"id":""}}}`, "{\"data\":{\"object\":{\"id\":\"\xff\"}}}",
+		`{"data":[{"object":{"id":"a"}}]}`, `{"data":{"object":{"items":{"data":{"price":{"id":"p"}}}}}}`,
 		`{"created":-0}`, `{"created":9223372036854775808}`, `{"created":1.0}`, `{"created":1e2}`, `{"created":true}`,
 	} {
 		f.Add([]byte(seed))
@@ -92,7 +93,7 @@ func FuzzDecodeNestedFields(f *testing.F) {
 		)
 		gotErr := DecodeFields(body, Field{Name: "created", Dst: &got.Created},
 			Field{Name: "data", Fields: []Field{{Name: "object", Fields: []Field{{Name: "id", Dst: &got.Data.Object.ID},
-				{Name: "items", Fields: []Field{{Name: "data", Fields: []Field{{Name: "price", Fields: []Field{{Name: "id", Dst: &price}}}}}}}}}}})
+				{Name: "items", Fields: []Field{{Name: "data", List: true, Fields: []Field{{Name: "price", Fields: []Field{{Name: "id", Dst: &price}}}}}}}}}}})
 		if !json.Valid(body) {
 			require.Error(t, gotErr)
 		}
@@ -117,5 +118,25 @@ func addFixtures(f *testing.F) {
 		if b, err := os.ReadFile(file); err == nil {
 			f.Add(b)
 		}
+	}
+}
+
+// TestDecodeFieldsRefusesWrongShapes: a nested field takes the shape its
+// Go destination has, an object or a list, never the other, as encoding/json
+// refuses an array for a struct and an object for a slice.
+func TestDecodeFieldsRefusesWrongShapes(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"data":[{"object":{"id":"sub_1"}}]}`,
+		`{"data":{"object":[{"id":"sub_1"}]}}`,
+		`{"data":{"object":{"items":{"data":{"price":{"id":"p1"}}}}}}`,
+		`{"data":{"object":{"items":[{"data":[]}]}}}`,
+	} {
+		var want nestedFields
+		require.Error(t, json.Unmarshal([]byte(body), &want), body)
+		var id, price string
+		err := DecodeFields([]byte(body), Field{Name: "data", Fields: []Field{{Name: "object", Fields: []Field{{Name: "id", Dst: &id},
+			{Name: "items", Fields: []Field{{Name: "data", List: true, Fields: []Field{{Name: "price", Fields: []Field{{Name: "id", Dst: &price}}}}}}}}}}})
+		require.Error(t, err, body)
 	}
 }

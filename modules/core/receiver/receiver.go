@@ -177,9 +177,13 @@ func (h *handler) receive(c *gin.Context) {
 	case err == nil && res == ledger.Claimed:
 		log.Named("feed").Info("--> "+ev.Type+" "+ev.ID+" claimed", zap.Bool("replayed", claim.Replayed))
 		h.answer(c, src.Name, metrics.OutcomeClaimed, http.StatusOK, Response{Status: "claimed", EventID: ev.ID})
-	case err == nil && res == ledger.DuplicateReapplied:
+	case err == nil && res.WouldSkip():
 		h.cfg.Metrics.WouldSkip.WithLabelValues(src.Name).Inc()
-		log.Warn("duplicate delivery: would skip; applying again (CLAIM_MODE=log-only)", zap.Bool("replayed", claim.Replayed))
+		if res == ledger.DuplicateReapplied {
+			log.Warn("duplicate delivery: would skip; applying again (CLAIM_MODE=log-only)", zap.Bool("replayed", claim.Replayed))
+		} else {
+			log.Warn("duplicate delivery (the body of another event): would skip; nothing of its own to apply again (CLAIM_MODE=log-only)", zap.Bool("replayed", claim.Replayed))
+		}
 		h.count(c, src.Name, metrics.OutcomeDuplicate, true)
 		c.JSON(http.StatusOK, Response{Status: "duplicate", EventID: ev.ID})
 	case err == nil:
@@ -203,11 +207,11 @@ func (h *handler) answer(c *gin.Context, source, outcome string, status int, r R
 }
 
 // count counts an answered delivery in the metrics and the delivery
-// stats; reapplied is a duplicate that log-only applies again.
-func (h *handler) count(c *gin.Context, source, outcome string, reapplied bool) {
+// stats; wouldSkip is a duplicate that log-only lets through.
+func (h *handler) count(c *gin.Context, source, outcome string, wouldSkip bool) {
 	h.cfg.Metrics.Deliveries.WithLabelValues(source, outcome).Inc()
 	src := h.sources[source]
-	h.cfg.Stats.Add(source, outcome, src != nil && replayed(c, src), reapplied)
+	h.cfg.Stats.Add(source, outcome, src != nil && replayed(c, src), wouldSkip)
 }
 
 // replayed reports whether the request carries the source's replay token.

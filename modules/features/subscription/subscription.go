@@ -192,7 +192,7 @@ func decodeStripeEvent(payload []byte) (stripeEvent, error) {
 	}
 	object := []provider.Field{
 		{Name: "id", Dst: &o.ID}, {Name: "customer", Dst: &o.Customer}, {Name: "status", Dst: &o.Status},
-		{Name: "items", Fields: []provider.Field{{Name: "data", Fields: item}}},
+		{Name: "items", Fields: []provider.Field{{Name: "data", Fields: item, List: true}}},
 	}
 	err := provider.DecodeFields(payload, provider.Field{Name: "created", Dst: &se.Created},
 		provider.Field{Name: "data", Fields: []provider.Field{{Name: "object", Fields: object}}})
