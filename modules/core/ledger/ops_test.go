@@ -146,3 +146,23 @@ func TestRequeueLeavesARunningJobAlone(t *testing.T) {
 	require.Equal(t, "failed", h.Row(t, "stripe", "evt_run").Status)
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job`), "never a second job beside a live one")
 }
+
+// TestPruneJobWithRetentionOffIsCancelled: a prune job left from a run
+// with RETENTION set is cancelled by a process with it off, deleting
+// nothing (a zero retention must never mean every settled row).
+func TestPruneJobWithRetentionOffIsCancelled(t *testing.T) {
+	t.Parallel()
+	h := ledgertest.New(t, 1, nil)
+	ctx := context.Background()
+	h.Claim(t, "stripe", "evt_old", "invoice.paid", []byte(`{}`))
+	_, err := h.DB.SQL.Exec(`UPDATE webhook_event SET status = 'settled', received_at = now() - interval '400 days'`)
+	require.NoError(t, err)
+	_, err = h.DB.SQL.Exec(`DELETE FROM river_job`)
+	require.NoError(t, err)
+	res, err := h.River.Insert(ctx, ledger.PruneArgs{}, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE id = $1 AND state = 'cancelled'`, res.Job.ID) == 1
+	}, dbtest.Patience, 20*time.Millisecond)
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event`), "nothing pruned")
+}

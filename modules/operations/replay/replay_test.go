@@ -230,6 +230,7 @@ func TestGitHubRedeliversMissingFailures(t *testing.T) {
 	var (
 		mu          sync.Mutex
 		redelivered []string
+		wrongPaths  []string // the server's goroutines report; the test asserts
 		srv         *httptest.Server
 	)
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -244,7 +245,13 @@ func TestGitHubRedeliversMissingFailures(t *testing.T) {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		require.Equal(t, "/repos/acme/api/hooks/42/deliveries", r.URL.Path)
+		if r.URL.Path != "/repos/acme/api/hooks/42/deliveries" {
+			mu.Lock()
+			wrongPaths = append(wrongPaths, r.URL.Path)
+			mu.Unlock()
+			http.NotFound(w, r)
+			return
+		}
 		i := 0
 		fmt.Sscanf(r.URL.Query().Get("cursor"), "v1_%d", &i)
 		if i+1 < len(pages) {
@@ -272,6 +279,7 @@ func TestGitHubRedeliversMissingFailures(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), stats.New)
 	require.Equal(t, []string{"/repos/acme/api/hooks/42/deliveries/8/attempts"}, redelivered)
+	require.Empty(t, wrongPaths, "every listing went to the hook's deliveries")
 }
 
 // TestReconcileCatchesUpOnItsOwn: the periodic job replays Stripe's
