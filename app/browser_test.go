@@ -180,6 +180,21 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Equal(t, "failed", status(t, s, "evt_browser_broken"))
 	require.Equal(t, since, failingSince(), "not requeued")
 
+	// Park its automatic retries (an hour away, caught while the job waits
+	// for one, never while it runs), so the requeue below is the operator's
+	// and not answered "applying right now" by a retry that started first.
+	parkBy := time.Now().Add(dbtest.Patience)
+	for {
+		res, err := s.db.SQL.Exec(`UPDATE river_job SET scheduled_at = now() + interval '1 hour'
+			WHERE state IN ('scheduled', 'retryable') AND kind = 'apply_event' AND args->>'event_id' = 'evt_browser_broken'`)
+		require.NoError(t, err)
+		if n, _ := res.RowsAffected(); n == 1 {
+			break
+		}
+		require.True(t, time.Now().Before(parkBy), "the failing job never waited for a retry")
+		time.Sleep(20 * time.Millisecond) // the poll interval of a deadline loop
+	}
+
 	// Fix the cause, requeue from the event's page, and see it settle.
 	_, err = s.db.SQL.Exec(`ALTER TABLE subscription DROP CONSTRAINT no_broken_plan`)
 	require.NoError(t, err)
