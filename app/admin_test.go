@@ -165,9 +165,9 @@ func TestAdminEventsAPI(t *testing.T) {
 	code, out, _ = s.admin(t, "POST", "/admin/events/evt_list_3/requeue?force=true", auth)
 	require.Equal(t, http.StatusOK, code, "%v", out)
 	require.Equal(t, 1.0, out["requeued"])
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_list_3' AND status = 'settled' AND attempts = 2`) == 1
-	}, dbtest.Patience, 20*time.Millisecond, "re-applied once more")
+	}, "re-applied once more")
 }
 
 // TestRequeueFailed: a poison payload fails permanently; requeue puts the
@@ -188,10 +188,10 @@ func TestRequeueFailed(t *testing.T) {
 			return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'failed' AND attempts = $1`, n) == 2
 		}
 	}
-	require.Eventually(t, failed(1), dbtest.Patience, 20*time.Millisecond)
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, failed(1))
+	dbtest.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 2
-	}, dbtest.Patience, 20*time.Millisecond, "River stops retrying a poison payload")
+	}, "River stops retrying a poison payload")
 	code, out, _ := s.admin(t, "GET", "/admin/events/evt_poison_1", auth)
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, out["event"].(map[string]any)["last_error"], "without data.object.id")
@@ -208,12 +208,12 @@ func TestRequeueFailed(t *testing.T) {
 				s.db.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 2
 		}
 	}
-	require.Eventually(t, attempts(2, 1), dbtest.Patience, 20*time.Millisecond, "River's job of evt_poison_1 ran again")
+	dbtest.Eventually(t, attempts(2, 1), "River's job of evt_poison_1 ran again")
 
 	code, out, _ = s.admin(t, "POST", "/admin/events/requeue?status=failed", auth)
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, map[string]any{"requeued": 2.0, "pending": 0.0, "skipped": 0.0}, out, "both failed events, neither running")
-	require.Eventually(t, attempts(3, 2), dbtest.Patience, 20*time.Millisecond, "both jobs ran again")
+	dbtest.Eventually(t, attempts(3, 2), "both jobs ran again")
 	require.Equal(t, 2, s.db.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event'`), "one job per event, ever")
 
 	// The oldest pending row's age, read before and after the request.
@@ -291,9 +291,9 @@ func TestLogOnlyAppliesDuplicates(t *testing.T) {
 		require.Equal(t, http.StatusOK, code)
 		require.Equal(t, want, out["status"])
 	}
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'msg_log_only' AND status = 'settled' AND attempts = 2`) == 1
-	}, dbtest.Patience, 20*time.Millisecond, "the duplicate is applied again")
+	}, "the duplicate is applied again")
 	require.Equal(t, 7, s.db.Count(t, `SELECT COALESCE(sum(quantity), 0) FROM usage_total WHERE customer_id = 'cus_lo'`))
 	require.Contains(t, s.metrics(t), `hookledger_log_only_would_skip_total{source="standard"} 1`)
 	_, out, _ := s.admin(t, "GET", "/admin/stats", bearer(adminToken))
@@ -326,9 +326,9 @@ func TestEventsAndPruneCommands(t *testing.T) {
 	require.Contains(t, stdout, "would requeue 1 settled")
 	code, stdout, _ = run("events", "requeue", "evt_cli", "--force")
 	require.Equal(t, 0, code, stdout)
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_cli' AND status = 'settled' AND attempts = 2`) == 1
-	}, dbtest.Patience, 20*time.Millisecond)
+	})
 
 	_, err := s.db.SQL.Exec(`UPDATE webhook_event SET received_at = now() - interval '100 days'`)
 	require.NoError(t, err)

@@ -107,9 +107,9 @@ func subEvent(id, status string, created int64) []byte {
 
 func (s *server) waitSettled(t *testing.T, id string) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = $1 AND status = 'settled'`, id) == 1
-	}, dbtest.Patience, 20*time.Millisecond)
+	})
 }
 
 func TestEndToEnd(t *testing.T) {
@@ -318,21 +318,21 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	_, err = pw.Write(body[:len(body)/2])
 	require.NoError(t, err)
 	// The handler has reserved the body's budget: it is reading the body.
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return !strings.Contains(s.metrics(t), "hookledger_body_bytes_in_flight 0\n")
-	}, dbtest.Patience, 10*time.Millisecond, "the server never started reading the body")
+	}, "the server never started reading the body")
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.stop() }()
 	// Shutdown has begun once the listener refuses new connections.
 	addr := strings.TrimPrefix(s.base, "http://")
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return true
 		}
 		c.Close()
 		return false
-	}, dbtest.Patience, 10*time.Millisecond, "shutdown never closed the listener")
+	}, "shutdown never closed the listener")
 	_, err = pw.Write(body[len(body)/2:])
 	require.NoError(t, err)
 	require.NoError(t, pw.Close())

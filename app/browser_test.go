@@ -107,10 +107,10 @@ func TestConsoleInABrowser(t *testing.T) {
 		code, _ := s.post(t, "/webhooks/stripe", sub("evt_forged", "price_pro"), http.Header{"Stripe-Signature": {"t=1,v1=00"}})
 		require.Equal(t, http.StatusUnauthorized, code)
 	}
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == len(ids) &&
 			s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_browser_broken' AND status = 'failed'`) == 1
-	}, dbtest.Patience, 50*time.Millisecond, "the run settles, but for the broken plan")
+	}, "the run settles, but for the broken plan")
 
 	// The overview, populated by the run.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(s.base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#total-claimed"))))
@@ -183,17 +183,14 @@ func TestConsoleInABrowser(t *testing.T) {
 	// Park its automatic retries (an hour away, caught while the job waits
 	// for one, never while it runs), so the requeue below is the operator's
 	// and not answered "applying right now" by a retry that started first.
-	parkBy := time.Now().Add(dbtest.Patience)
-	for {
+	dbtest.Eventually(t, func() bool {
 		res, err := s.db.SQL.Exec(`UPDATE river_job SET scheduled_at = now() + interval '1 hour'
 			WHERE state IN ('scheduled', 'retryable') AND kind = 'apply_event' AND args->>'event_id' = 'evt_browser_broken'`)
 		require.NoError(t, err)
-		if n, _ := res.RowsAffected(); n == 1 {
-			break
-		}
-		require.True(t, time.Now().Before(parkBy), "the failing job never waited for a retry")
-		time.Sleep(20 * time.Millisecond) // the poll interval of a deadline loop
-	}
+		n, err := res.RowsAffected()
+		require.NoError(t, err)
+		return n == 1
+	}, "the failing job never waited for a retry")
 
 	// Fix the cause, requeue from the event's page, and see it settle.
 	_, err = s.db.SQL.Exec(`ALTER TABLE subscription DROP CONSTRAINT no_broken_plan`)

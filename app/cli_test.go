@@ -51,9 +51,9 @@ func reapplied(t *testing.T, s *server) []string {
 
 func (s *server) waitAttempts(t *testing.T, id string, attempts int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = $1 AND status = 'settled' AND attempts = $2`, id, attempts) == 1
-	}, dbtest.Patience, 20*time.Millisecond)
+	})
 }
 
 // TestRequeueTouchesExactlyTheNamedEvents: whatever the order of flags

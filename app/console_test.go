@@ -84,10 +84,10 @@ func TestConsoleActionsNeedCSRFProof(t *testing.T) {
 	body := []byte(fmt.Sprintf(`{"id":"evt_csrf","type":"customer.subscription.updated","created":%d,"data":{"object":{}}}`, now.Unix()))
 	code, _ := s.post(t, "/webhooks/stripe", body, signed(body, now))
 	require.Equal(t, http.StatusOK, code)
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_csrf' AND status = 'failed'`) == 1 &&
 			s.db.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
-	}, dbtest.Patience, 20*time.Millisecond, "the poison event fails for good")
+	}, "the poison event fails for good")
 
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	post := func(form url.Values, header map[string]string) int {
@@ -114,9 +114,9 @@ func TestConsoleActionsNeedCSRFProof(t *testing.T) {
 	_, page, _ := s.page(t, "/console/event?namespace=stripe&id=evt_csrf", basic(adminToken))
 	require.Contains(t, page, `name="csrf_token" value="`+admin.CSRFToken(adminToken)+`"`)
 	require.Equal(t, http.StatusSeeOther, post(url.Values{admin.CSRFField: {admin.CSRFToken(adminToken)}}, nil))
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_csrf' AND attempts = 2`) == 1
-	}, dbtest.Patience, 20*time.Millisecond, "the requeued event is applied again")
+	}, "the requeued event is applied again")
 }
 
 func status(t *testing.T, s *server, id string) string {

@@ -93,14 +93,14 @@ func TestStaticBinaryInEmptyRoot(t *testing.T) {
 		}
 	})
 	s := &server{db: db, base: "http://" + addr}
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		resp, err := http.Get(s.base + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, dbtest.Patience, 20*time.Millisecond, "serve in the empty root becomes ready")
+	}, "serve in the empty root becomes ready")
 	body := subEvent("evt_chroot_1", "active", time.Now().Unix())
 	code, got := s.post(t, "/webhooks/stripe", body, signed(body, time.Now()))
 	require.Equal(t, http.StatusOK, code)

@@ -103,11 +103,11 @@ func failover(t *testing.T, synchronous, behind bool) (*sql.DB, string, []*simul
 		}
 	}
 	wantSync := map[bool]string{true: "sync", false: "async"}[synchronous]
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		var n int
 		err := admin.QueryRow(`SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = $1`, wantSync).Scan(&n)
 		return err == nil && n == 1
-	}, dbtest.Patience, 50*time.Millisecond, "the standby streams (%s)", wantSync)
+	}, "the standby streams (%s)", wantSync)
 
 	multi := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/hookledger?sslmode=disable&target_session_attrs=read-write", primary.Port, standby.Port)
 	p := startProc(t, multi)
@@ -116,10 +116,10 @@ func failover(t *testing.T, synchronous, behind bool) (*sql.DB, string, []*simul
 
 	// Kill the primary while deliveries are being claimed and applied.
 	onPrimary := stdlib.OpenDB(mustConnConfig(t, url))
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		var n int
 		return onPrimary.QueryRow(`SELECT count(*) FROM webhook_event`).Scan(&n) == nil && n >= 200
-	}, dbtest.Patience, 20*time.Millisecond, "load reaches the primary")
+	}, "load reaches the primary")
 	receiver := 0
 	if behind {
 		onStandby := stdlib.OpenDB(mustConnConfig(t, standby.URL()))
@@ -134,10 +134,10 @@ func failover(t *testing.T, synchronous, behind bool) (*sql.DB, string, []*simul
 		if synchronous {
 			progress = `SELECT count(*) >= 4 + 0 * $1 FROM pg_stat_activity WHERE wait_event = 'SyncRep'`
 		}
-		require.Eventually(t, func() bool {
+		dbtest.Eventually(t, func() bool {
 			var ok bool
 			return onPrimary.QueryRow(progress, before+150).Scan(&ok) == nil && ok
-		}, dbtest.Patience, 20*time.Millisecond, "the primary goes on past the standby")
+		}, "the primary goes on past the standby")
 	}
 	onPrimary.Close()
 	require.NoError(t, primary.Stop(ctx, "immediate"))

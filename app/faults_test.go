@@ -86,13 +86,13 @@ func (p *proc) start() {
 	p.cmd.Env = p.env
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	require.NoError(p.t, p.cmd.Start())
-	require.Eventually(p.t, func() bool {
+	dbtest.Eventually(p.t, func() bool {
 		resp, err := http.Get("http://" + p.addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 		}
 		return err == nil
-	}, dbtest.Patience, 20*time.Millisecond, "serve did not come up")
+	}, "serve did not come up")
 }
 
 // kill9 kills the process the way a crash or an OOM kill does.
@@ -234,16 +234,16 @@ func TestCrashRecovery(t *testing.T) {
 
 	// Hold every usage row so the workers block inside their apply
 	// transactions, then kill them there.
-	require.Eventually(t, func() bool { return db.Count(t, `SELECT count(*) FROM usage_total`) > 0 }, dbtest.Patience, 20*time.Millisecond)
+	dbtest.Eventually(t, func() bool { return db.Count(t, `SELECT count(*) FROM usage_total`) > 0 })
 	tx, err := db.SQL.Begin()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback() }) // a failure below must not leave the lock to the database's cleanup
 	_, err = tx.Exec(`SELECT * FROM usage_total FOR UPDATE`)
 	require.NoError(t, err)
 	// A worker waits on the lock: it is inside its apply transaction.
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
-	}, dbtest.Patience, 10*time.Millisecond)
+	})
 	p.kill9()
 	require.NoError(t, tx.Rollback())
 	p.start()
@@ -393,8 +393,8 @@ func dumpPending(t *testing.T, db *sql.DB) {
 // that follows hits a receiver under load, whatever the machine's speed.
 func underLoad(t *testing.T, db *sql.DB, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		var got int
 		return db.QueryRow(`SELECT count(*) FROM webhook_event`).Scan(&got) == nil && got >= n
-	}, dbtest.Patience, 10*time.Millisecond, "fewer than %d events arrived", n)
+	}, "fewer than %d events arrived", n)
 }

@@ -40,7 +40,7 @@ func TestDeliveryTrace(t *testing.T) {
 		}
 		return out
 	}
-	require.Eventually(t, func() bool { _, ok := byName()["ledger.apply"]; return ok }, dbtest.Patience, 20*time.Millisecond, "the apply span ends")
+	dbtest.Eventually(t, func() bool { _, ok := byName()["ledger.apply"]; return ok }, "the apply span ends")
 	spans := byName()
 	httpSpan := spans["POST /webhooks/:source"]
 	require.True(t, httpSpan.SpanContext.IsValid(), "an HTTP server span")

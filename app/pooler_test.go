@@ -36,8 +36,7 @@ func TestSplitRolesThroughPgBouncer(t *testing.T) {
 	listening := map[string]string{"DATABASE_URL": pooled, "DATABASE_POOLER": "transaction", "DATABASE_DIRECT_URL": db.URL}
 	runSplitRoles(t, db, viaPooler, viaPooler, listening)
 
-	require.Eventually(t, func() bool { return pgbouncerTransactions(t, admin, db.Name) > 0 },
-		dbtest.Patience, 100*time.Millisecond, "the processes' transactions went through PgBouncer")
+	dbtest.Eventually(t, func() bool { return pgbouncerTransactions(t, admin, db.Name) > 0 }, "the processes' transactions went through PgBouncer")
 }
 
 // startPgBouncer runs PgBouncer in transaction mode on a free port in front
@@ -94,7 +93,7 @@ pidfile = %s
 	base := "postgres://postgres@127.0.0.1:" + strconv.Itoa(port)
 	pooled = base + u.Path + "?sslmode=disable"
 	admin = base + "/pgbouncer?sslmode=disable&default_query_exec_mode=simple_protocol"
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, admin)
@@ -103,7 +102,7 @@ pidfile = %s
 		}
 		conn.Close(ctx)
 		return true
-	}, dbtest.Patience, 50*time.Millisecond, "pgbouncer did not come up")
+	}, "pgbouncer did not come up")
 	return pooled, admin
 }
 

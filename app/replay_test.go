@@ -101,13 +101,13 @@ func TestReplayAgainstStripeMock(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			c.Close()
 		}
 		return err == nil
-	}, dbtest.Patience, 50*time.Millisecond)
+	})
 
 	s := start(t, nil)
 	t.Setenv("STRIPE_API_BASE", base)

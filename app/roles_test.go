@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -66,9 +65,9 @@ func runSplitRoles(t *testing.T, db *dbtest.DB, receiverEnv, workerEnv, otherWor
 	}
 	wg.Wait()
 	require.Equal(t, map[string]int{"200 claimed": events, "200 duplicate": events * (copies - 1)}, counts)
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == events
-	}, dbtest.Patience, 50*time.Millisecond)
+	})
 	require.Equal(t, events*(events+1)/2, db.Count(t, `SELECT quantity FROM usage_total WHERE customer_id = 'cus_roles'`), "each delta applied exactly once")
 	require.Equal(t, events, db.Count(t, ledgertest.JobCoverageSQL), "one apply job per event")
 	require.Equal(t, events, db.Count(t, `SELECT sum(attempts) FROM webhook_event`))

@@ -134,10 +134,10 @@ func TestBodyBudgetBoundsMemory(t *testing.T) {
 		}()
 	}
 	held := budget / declared
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return refused.Load() == conns-int64(held) &&
 			s.metricValue(t, "hookledger_body_bytes_in_flight") == budget
-	}, dbtest.Patience, 20*time.Millisecond, "refused %d", refused.Load())
+	}, "refused %d", refused.Load())
 	require.Equal(t, refused.Load(), retryAfter.Load(), "every 503 says when to retry")
 
 	heapAfter, rssAfter := heapInUse(), rss()
@@ -150,8 +150,7 @@ func TestBodyBudgetBoundsMemory(t *testing.T) {
 	for _, c := range open {
 		c.Close()
 	}
-	require.Eventually(t, func() bool { return s.metricValue(t, "hookledger_body_bytes_in_flight") == 0 },
-		dbtest.Patience, 20*time.Millisecond, "reservations are released")
+	dbtest.Eventually(t, func() bool { return s.metricValue(t, "hookledger_body_bytes_in_flight") == 0 }, "reservations are released")
 	body := subEvent("evt_after_budget", "active", time.Now().Unix())
 	code, out := s.post(t, "/webhooks/stripe", body, signed(body, time.Now()))
 	require.Equal(t, http.StatusOK, code, "%v", out)

@@ -88,11 +88,11 @@ func xacts(t *testing.T, db *dbtest.DB) int64 {
 	conn, err := pgx.Connect(ctx, dbtest.Admin(t))
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		var n int
 		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, db.Name).Scan(&n))
 		return n == 0
-	}, dbtest.Patience, 10*time.Millisecond, "connections to %s close", db.Name)
+	}, "connections to %s close", db.Name)
 	var n int64
 	require.NoError(t, conn.QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1`, db.Name).Scan(&n))
 	return n
@@ -129,7 +129,7 @@ func TestShortCircuitAnswersDuplicatesWithoutATransaction(t *testing.T) {
 	nul := []byte(`{"id":"evt_sc_nul","object":"event","type":"invoice.paid","created":1,"note":"a\u0000b"}`)
 	code, _ := s.post(t, "/webhooks/stripe", nul, signed(nul, now))
 	require.Equal(t, http.StatusBadRequest, code, "a payload PostgreSQL refuses")
-	require.Eventually(t, func() bool { return len(markers(t, rdb, prefix)) == n }, dbtest.Patience, 10*time.Millisecond)
+	dbtest.Eventually(t, func() bool { return len(markers(t, rdb, prefix)) == n })
 	require.NotContains(t, markers(t, rdb, prefix), "stripe/evt_sc_nul", "no marker for an event the ledger refused")
 	require.NoError(t, s.stop())
 
@@ -316,10 +316,10 @@ func TestMarkerNeverWithoutLedgerRow(t *testing.T) {
 	rows := func(n int) func() bool {
 		return func() bool { return db.Count(t, `SELECT count(*) FROM webhook_event`) >= n }
 	}
-	require.Eventually(t, rows(100), dbtest.Patience, 10*time.Millisecond)
+	dbtest.Eventually(t, rows(100))
 	p.kill9()
 	p.start()
-	require.Eventually(t, rows(250), dbtest.Patience, 10*time.Millisecond)
+	dbtest.Eventually(t, rows(250))
 	srv.Kill()
 	p.kill9()
 	srv.Restart()

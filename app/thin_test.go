@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -185,10 +184,10 @@ func claimTwin(t *testing.T, h *ledgertest.Harness, id, typ string, body []byte)
 // quiet waits until every event settled and no job is pending.
 func quiet(t *testing.T, h *ledgertest.Harness) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE status <> 'settled'`) == 0 &&
 			h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state NOT IN ('completed', 'cancelled', 'discarded')`) == 0
-	}, dbtest.Patience, 20*time.Millisecond, "events or jobs still pending")
+	}, "events or jobs still pending")
 }
 
 // businessRows lists the subscription and payment rows, without

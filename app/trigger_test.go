@@ -3,7 +3,6 @@ package app_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -39,9 +38,9 @@ func TestTriggerEveryType(t *testing.T) {
 		require.Contains(t, stdout, `"status":"claimed"`, tpl.Type)
 		require.True(t, strings.HasPrefix(stdout, tpl.Type+" "), stdout)
 	}
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == len(templates)
-	}, dbtest.Patience, 20*time.Millisecond, "every triggered event settles")
+	}, "every triggered event settles")
 	var types []string
 	rows, err := s.db.SQL.Query(`SELECT event_type FROM webhook_event ORDER BY id`)
 	require.NoError(t, err)
@@ -70,9 +69,9 @@ func TestTriggerEveryType(t *testing.T) {
 		code, _, stderr := run("trigger", typ, "--object", "sub_trigger_demo", "--url", s.base+"/webhooks/stripe")
 		require.Equal(t, 0, code, stderr)
 	}
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM subscription WHERE external_id = 'sub_trigger_demo' AND status = 'canceled'`) == 1
-	}, dbtest.Patience, 20*time.Millisecond)
+	})
 
 	// send stays as an alias, --type as its old flag.
 	code, stdout, stderr := run("send", "--type", "invoice.paid", "--url", s.base+"/webhooks/stripe")
@@ -91,9 +90,9 @@ func TestSimulateEveryProvider(t *testing.T) {
 		require.Equal(t, 0, code, "%s: %s\n%s", name, stdout, stderr)
 		require.Contains(t, stdout, `"acked":8`, name)
 	}
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE status <> 'settled'`) == 0
-	}, dbtest.Patience, 20*time.Millisecond)
+	})
 	require.Equal(t, 8*len(providerSecrets), s.db.Count(t, `SELECT count(*) FROM webhook_event`))
 	for _, typ := range simulate.TypesOf("stripe") {
 		require.Positive(t, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_type = $1`, typ), typ)

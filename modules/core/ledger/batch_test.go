@@ -25,15 +25,15 @@ func newBatcher(t *testing.T, h *ledgertest.Harness, committers int) *ledger.Bat
 // test holds.
 func waitLockWaiter(t *testing.T, h *ledgertest.Harness) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) >= 1
-	}, dbtest.Patience, 5*time.Millisecond, "no committer waits on the lock")
+	}, "no committer waits on the lock")
 }
 
 // waitQueued waits until n requests wait for a committer.
 func waitQueued(t *testing.T, b *ledger.Batcher, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return b.Queued() == n }, dbtest.Patience, 5*time.Millisecond, "requests never queued")
+	dbtest.Eventually(t, func() bool { return b.Queued() == n }, "requests never queued")
 }
 
 func TestBatcherClaimsEachEventOnce(t *testing.T) {
@@ -214,17 +214,17 @@ func TestBatchApplySplitsOnFailure(t *testing.T) {
 	require.NoError(t, err)
 	h.WaitSettled(t, "stripe", "evt_split_a")
 	h.WaitSettled(t, "stripe", "evt_split_c")
-	require.Eventually(t, func() bool { return h.Row(t, "stripe", "evt_split_bad").Status == "failed" }, dbtest.Patience, 20*time.Millisecond)
+	dbtest.Eventually(t, func() bool { return h.Row(t, "stripe", "evt_split_bad").Status == "failed" })
 	require.Equal(t, 1, h.Row(t, "stripe", "evt_split_a").Attempts, "settled once, by its own job")
 	require.Equal(t, 1, h.Row(t, "stripe", "evt_split_bad").Attempts)
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_batch' AND state = 'completed'`))
 	require.Equal(t, 3, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event'`))
 
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		job, err := store(h).FindJob(context.Background(), "stripe", "evt_split_bad")
 		require.NoError(t, err)
 		return job.State == "cancelled"
-	}, dbtest.Patience, 20*time.Millisecond, "its own job, the newest, is found")
+	}, "its own job, the newest, is found")
 }
 
 func TestBatchApplyAllInOneTransaction(t *testing.T) {

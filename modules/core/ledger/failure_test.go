@@ -49,7 +49,7 @@ func insertBatch(t *testing.T, h *ledgertest.Harness, typ string, ids ...string)
 func waitRow(t *testing.T, h *ledgertest.Harness, id string, what string, cond func(ledgertest.Row) bool) ledgertest.Row {
 	t.Helper()
 	var row ledgertest.Row
-	require.Eventually(t, func() bool { row = h.Row(t, "stripe", id); return cond(row) }, dbtest.Patience, 20*time.Millisecond,
+	dbtest.Eventually(t, func() bool { row = h.Row(t, "stripe", id); return cond(row) },
 		"%s never became %s (last: %+v)", id, what, row)
 	return row
 }
@@ -113,7 +113,7 @@ func TestHandlerNetworkErrorBacksOff(t *testing.T) {
 	require.Contains(t, row.LastError.String, "call billing API")
 	// After the third failure the next try waits RetryDelay(3), at least 4 s.
 	var wait time.Duration
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		// The row first: a job waiting for its next try after it holds the
 		// schedule of the third failure or a later one.
 		if h.Row(t, "stripe", "evt_net").Attempts < 3 {
@@ -126,7 +126,7 @@ func TestHandlerNetworkErrorBacksOff(t *testing.T) {
 		}
 		wait = scheduled.Sub(attempted)
 		return true
-	}, dbtest.Patience, 10*time.Millisecond)
+	})
 	require.GreaterOrEqual(t, wait, 4*time.Second, "backs off RetryDelay(3) or longer: the next try is not due within seconds")
 }
 
@@ -204,7 +204,7 @@ func TestForceRequeueReachesEveryBatchSibling(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 19, res.Requeued, "%+v", res)
 	require.Equal(t, 1, res.Pending, "%+v", res)
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, id := range ids {
@@ -213,7 +213,7 @@ func TestForceRequeueReachesEveryBatchSibling(t *testing.T) {
 			}
 		}
 		return true
-	}, dbtest.Patience, 20*time.Millisecond)
+	})
 	for _, id := range ids {
 		h.WaitSettled(t, "stripe", id)
 	}
@@ -293,7 +293,7 @@ func TestGoneEventEndsItsJob(t *testing.T) {
 	h := ledgertest.New(t, 1, nil)
 	_, err := h.River.Insert(context.Background(), ledger.ApplyArgs{Namespace: "stripe", EventID: "evt_gone"}, nil)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
-	}, dbtest.Patience, 20*time.Millisecond)
+	})
 }

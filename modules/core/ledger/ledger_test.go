@@ -190,12 +190,12 @@ func TestWorkerRetriesThenSettlesOnce(t *testing.T) {
 	_, err := f.claimer.Claim(context.Background(), claimOf("evt_retry", "invoice.paid"))
 	require.NoError(t, err)
 
-	require.Eventually(t, func() bool { s, _, _ := f.status(t, "evt_retry"); return s == "failed" }, dbtest.Patience, 20*time.Millisecond)
+	dbtest.Eventually(t, func() bool { s, _, _ := f.status(t, "evt_retry"); return s == "failed" })
 	_, attempts, lastErr := f.status(t, "evt_retry")
 	require.Equal(t, 1, attempts)
 	require.Contains(t, lastErr.String, "upstream timeout")
 
-	require.Eventually(t, func() bool { s, _, _ := f.status(t, "evt_retry"); return s == "settled" }, dbtest.Patience, 50*time.Millisecond)
+	dbtest.Eventually(t, func() bool { s, _, _ := f.status(t, "evt_retry"); return s == "settled" })
 	_, attempts, lastErr = f.status(t, "evt_retry")
 	require.Equal(t, 2, attempts)
 	require.False(t, lastErr.Valid)
@@ -212,9 +212,9 @@ func TestWorkerStopsOnPermanentError(t *testing.T) {
 	})
 	_, err := f.claimer.Claim(context.Background(), claimOf("evt_poison", "invoice.paid"))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return f.db.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
-	}, dbtest.Patience, 20*time.Millisecond)
+	})
 	status, attempts, lastErr := f.status(t, "evt_poison")
 	require.Equal(t, string(webhookevent.StatusFailed), status)
 	require.Equal(t, 1, attempts)

@@ -100,9 +100,9 @@ func TestGivesUpAfterTheHorizonAndRequeues(t *testing.T) {
 
 	h.Claim(t, "stripe", "evt_d", "invoice.paid", []byte(`{}`))
 	// The first failure starts the horizon; the second is past it.
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
-	}, dbtest.Patience, 20*time.Millisecond)
+	})
 	row := h.Row(t, "stripe", "evt_d")
 	require.Equal(t, "failed", row.Status)
 	require.Equal(t, 2, row.Attempts)
@@ -161,8 +161,8 @@ func TestPruneJobWithRetentionOffIsCancelled(t *testing.T) {
 	require.NoError(t, err)
 	res, err := h.River.Insert(ctx, ledger.PruneArgs{}, nil)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE id = $1 AND state = 'cancelled'`, res.Job.ID) == 1
-	}, dbtest.Patience, 20*time.Millisecond)
+	})
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event`), "nothing pruned")
 }

@@ -128,8 +128,7 @@ func TestHandlerJobsCommitWithTheApply(t *testing.T) {
 
 	h.Claim(t, "stripe", "evt_rolled_back", "invoice.voided", []byte(`{}`))
 	// The failure is recorded after the apply rolled back.
-	require.Eventually(t, func() bool { return h.Row(t, "stripe", "evt_rolled_back").Status == "failed" },
-		20*time.Second, 20*time.Millisecond)
+	dbtest.Eventually(t, func() bool { return h.Row(t, "stripe", "evt_rolled_back").Status == "failed" })
 	require.Contains(t, h.Row(t, "stripe", "evt_rolled_back").LastError.String, "after the insert")
 	require.Zero(t, jobs("evt_rolled_back"), "the handler's job rolled back with the apply")
 

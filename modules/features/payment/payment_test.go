@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -204,9 +203,9 @@ func TestReceiptOnceUnderRetriesAndDuplicates(t *testing.T) {
 	}
 	wg.Wait()
 	h.WaitSettled(t, "stripe", "evt_once")
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'payment_receipt' AND state = 'completed'`) == 1
-	}, dbtest.Patience, 20*time.Millisecond)
+	})
 	require.Equal(t, []string{"pi_once"}, rec.sent())
 	require.Equal(t, 1, receiptJobs(t, h))
 	require.Equal(t, 2, h.Row(t, "stripe", "evt_once").Attempts)

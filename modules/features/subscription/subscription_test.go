@@ -10,7 +10,6 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -220,7 +219,7 @@ func TestTieRefetchedFromStripe(t *testing.T) {
 	require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_tie", "active", 900)))
 	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_tie", "past_due", 900)))
 	require.Equal(t, "past_due", f.sub(t, "sub_tie").Status, "the tie rule first; Stripe's answer in a job of its own")
-	require.Eventually(t, func() bool { return f.sub(t, "sub_tie").Status == "unpaid" }, dbtest.Patience, 20*time.Millisecond,
+	dbtest.Eventually(t, func() bool { return f.sub(t, "sub_tie").Status == "unpaid" },
 		"Stripe's current state, not either event's")
 	s := f.sub(t, "sub_tie")
 	require.Equal(t, "price_pro", s.Plan)
@@ -274,9 +273,9 @@ func TestConcurrentTieIsDetected(t *testing.T) {
 				})
 			}()
 			// The second apply is truly concurrent: it waits on the first's lock.
-			require.Eventually(t, func() bool {
+			dbtest.Eventually(t, func() bool {
 				return f.DB.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
-			}, dbtest.Patience, 5*time.Millisecond)
+			})
 			close(release)
 			require.NoError(t, <-firstDone)
 			require.NoError(t, <-secondDone)
@@ -306,9 +305,9 @@ func TestRefetchNotFoundKeepsTheTieRule(t *testing.T) {
 	f := &fixture{Harness: h, metrics: h.Metrics}
 	require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_gone", "active", 950)))
 	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_gone", "past_due", 950)))
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return f.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'subscription_refetch' AND state = 'cancelled'`) == 1
-	}, dbtest.Patience, 20*time.Millisecond)
+	})
 	require.Equal(t, int32(1), calls.Load(), "a 404 is not retried")
 	require.Equal(t, "past_due", f.sub(t, "sub_gone").Status)
 	require.Equal(t, 1.0, testutil.ToFloat64(f.metrics.VersionTies.WithLabelValues("subscription", "refetch_refused")))

@@ -99,10 +99,10 @@ func setup(t *testing.T, key string, bodies map[string]string) *fixture {
 // jobState waits for the event's fetch job to reach a final state.
 func (f *fixture) jobState(t *testing.T, eventID string) (state string, attempt int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		err := f.DB.SQL.QueryRow(`SELECT state, attempt FROM river_job WHERE kind = 'stripe_thin_fetch' AND args->>'event_id' = $1`, eventID).Scan(&state, &attempt)
 		return err == nil && (state == "completed" || state == "cancelled" || state == "discarded")
-	}, dbtest.Patience, 20*time.Millisecond, "fetch job of %s never finished", eventID)
+	}, "fetch job of %s never finished", eventID)
 	return state, attempt
 }
 
@@ -201,7 +201,7 @@ func TestThinEventWithoutAPIKeyFails(t *testing.T) {
 	t.Parallel()
 	f := setup(t, "", nil)
 	f.Claim(t, "stripe", "evt_thin_6", "v1.customer.subscription.updated", thinEvent("evt_thin_6", "v1.customer.subscription.updated", relatedSub))
-	require.Eventually(t, func() bool { return f.Row(t, "stripe", "evt_thin_6").Status == "failed" }, dbtest.Patience, 20*time.Millisecond)
+	dbtest.Eventually(t, func() bool { return f.Row(t, "stripe", "evt_thin_6").Status == "failed" })
 	require.Contains(t, f.Row(t, "stripe", "evt_thin_6").LastError.String, "STRIPE_API_KEY")
 	require.Empty(t, f.api.seen())
 }

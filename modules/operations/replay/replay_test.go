@@ -296,9 +296,9 @@ func TestReconcileCatchesUpOnItsOwn(t *testing.T) {
 			Interval: time.Hour, Window: time.Hour, Logger: zap.NewNop(),
 		})
 	})
-	require.Eventually(t, func() bool {
+	dbtest.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM replay_watermark WHERE source = 'stripe'`) == 1
-	}, dbtest.Patience, 50*time.Millisecond)
+	})
 	require.Equal(t, 12, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE replayed`))
 	require.Contains(t, fake.requests[0], "delivery_success=false")
 	wm, err := Watermark(context.Background(), h.DB.SQL, "stripe")

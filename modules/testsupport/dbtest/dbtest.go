@@ -35,6 +35,27 @@ import (
 // correct product.
 const Patience = 2 * time.Minute
 
+// Eventually polls cond until it holds, for at most Patience, and fails
+// the test with msgAndArgs when it never does. Unlike require.Eventually
+// it calls cond on the test's own goroutine, so cond may use require (a
+// failed query fails the test instead of a goroutine of testify's).
+func Eventually(t testing.TB, cond func() bool, msgAndArgs ...any) {
+	t.Helper()
+	deadline := time.Now().Add(Patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			msg := "condition never held"
+			if len(msgAndArgs) > 0 {
+				if f, ok := msgAndArgs[0].(string); ok {
+					msg = fmt.Sprintf(f, msgAndArgs[1:]...)
+				}
+			}
+			t.Fatalf("%s within %v", msg, Patience)
+		}
+		time.Sleep(10 * time.Millisecond) // the poll's interval, inside its deadline
+	}
+}
+
 // MaxConns caps each test database's pool. PostgreSQL's connections are
 // shared by every test running on the server, and by every test run on
 // the machine: parallel tests multiply pools, so each stays small.
