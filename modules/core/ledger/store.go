@@ -33,6 +33,3 @@ type StoreOptions struct {
 func NewStore(db *sql.DB, jobs *river.Client[*sql.Tx], o StoreOptions) *Store {
 	return &Store{db: db, ent: entClient(db), jobs: jobs, logOnly: o.LogOnly}
 }
-
-// DB is the database the ledger is on.
-func (s *Store) DB() *sql.DB { return s.db }
