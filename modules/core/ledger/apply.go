@@ -93,7 +93,26 @@ func apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, 
 	if err != nil {
 		return nil, OutcomeFailed, -1, err
 	}
-	return applyLocked(ctx, tx, reg, k, rows[k])
+	ev, outcome, seen, err := applyLocked(ctx, tx, reg, k, rows[k])
+	if err == nil {
+		if err = flushStaged(ctx, tx); err != nil {
+			outcome = OutcomeFailed
+		}
+	}
+	return ev, outcome, seen, err
+}
+
+// flushStaged runs the writes the handlers staged (Tx.Flush), guarded as a
+// handler is: a panic or a hang fails the apply like a handler's would.
+func flushStaged(ctx context.Context, tx *Tx) error {
+	if len(tx.staged) == 0 {
+		return nil
+	}
+	err := runHandler(ctx, tx, func(ctx context.Context, tx *Tx, _ *Event) error { return tx.Flush(ctx) }, nil)
+	if err != nil {
+		return fmt.Errorf("apply the staged writes: %w", err)
+	}
+	return nil
 }
 
 // lockedRow is a ledger row that lockForApply locked and marked settled.

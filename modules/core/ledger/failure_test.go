@@ -29,20 +29,11 @@ import (
 // them, as a group commit does.
 func insertBatch(t *testing.T, h *ledgertest.Harness, typ string, ids ...string) []ledger.EventKey {
 	t.Helper()
-	ctx := context.Background()
-	var keys []ledger.EventKey
-	err := ledger.InTx(ctx, h.DB.SQL, func(tx *ledger.Tx) error {
-		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload) VALUES ('stripe', $1, 'stripe', 'stripe', $2, '{}')`, id, typ); err != nil {
-				return err
-			}
-			keys = append(keys, ledger.EventKey{Namespace: "stripe", EventID: id})
-		}
-		_, err := h.River.InsertTx(ctx, tx.Tx, ledger.ApplyBatchArgs{Events: keys}, nil)
-		return err
-	})
-	require.NoError(t, err)
-	return keys
+	events := make([]ledgertest.BatchEvent, len(ids))
+	for i, id := range ids {
+		events[i] = ledgertest.BatchEvent{ID: id, Type: typ, Payload: []byte("{}")}
+	}
+	return h.InsertBatch(t, "stripe", events...)
 }
 
 // waitRow polls the event's ledger row until cond holds.
@@ -79,12 +70,19 @@ func TestPanicInBatchSplitsIt(t *testing.T) {
 	})
 	require.Contains(t, row.LastError.String, "nil map in handler")
 
-	job, err := store(h).FindJob(context.Background(), "stripe", "evt_panic")
+	requireOwnRetry(t, h, "evt_panic")
+}
+
+// requireOwnRetry checks that a failed event of a split batch has a job of
+// its own, with a retry pending.
+func requireOwnRetry(t *testing.T, h *ledgertest.Harness, id string) {
+	t.Helper()
+	job, err := store(h).FindJob(context.Background(), "stripe", id)
 	require.NoError(t, err)
 	require.NotNil(t, job)
 	var kind string
 	require.NoError(t, h.DB.SQL.QueryRow(`SELECT kind FROM river_job WHERE id = $1`, job.ID).Scan(&kind))
-	require.Equal(t, "apply_event", kind, "the panicking event has a job of its own")
+	require.Equal(t, "apply_event", kind, "the failing event has a job of its own")
 	require.Contains(t, []string{"scheduled", "retryable", "available", "running"}, job.State, "and a retry is pending")
 }
 

@@ -22,6 +22,53 @@ type Tx struct {
 	*sql.Tx
 	Ent  *ent.Client
 	jobs JobInserter
+	// staged holds the writes handlers staged, in the order they were
+	// first staged, until Flush runs them.
+	staged []staged
+}
+
+// Staged is a write that the handlers of one transaction add to, each for
+// its own event, and that runs once for all of them when the last handler
+// is done: a batch of n events written in one statement instead of n. The
+// apply runs Flush after the handlers of its batch and before it settles
+// the batch, in the same transaction; a transaction begun by InTx runs it
+// before it commits. Handlers see nothing of another's staged write in the
+// database until then, so a module stages only writes that no handler of
+// the same batch reads back, other than through the staged value itself.
+type Staged interface {
+	Flush(ctx context.Context, tx *Tx) error
+}
+
+type staged struct {
+	key   any
+	write Staged
+}
+
+// Stage returns the write staged in tx under key, made by mk when tx has
+// none yet. key is a module's own unexported type, as for context values.
+func Stage[T Staged](tx *Tx, key any, mk func() T) T {
+	for _, s := range tx.staged {
+		if s.key == key {
+			return s.write.(T)
+		}
+	}
+	w := mk()
+	tx.staged = append(tx.staged, staged{key: key, write: w})
+	return w
+}
+
+// Flush runs the staged writes, in the order they were first staged, and
+// forgets them.
+func (tx *Tx) Flush(ctx context.Context) error {
+	for len(tx.staged) > 0 {
+		w := tx.staged[0].write
+		tx.staged = tx.staged[1:]
+		if err := w.Flush(ctx, tx); err != nil {
+			return err
+		}
+	}
+	tx.staged = nil
+	return nil
 }
 
 // JobInserter inserts River jobs inside a transaction; *river.Client is one.
@@ -58,9 +105,9 @@ func (tx *Tx) InsertJobs(ctx context.Context, params []river.InsertManyParams) e
 	return nil
 }
 
-// InTx begins a transaction on db, hands it to fn and commits when fn
-// returns nil; otherwise, or on panic, it rolls back. Its Tx inserts no
-// jobs.
+// InTx begins a transaction on db, hands it to fn and, when fn returns
+// nil, runs what fn staged (Flush) and commits; otherwise, or on panic, it
+// rolls back. Its Tx inserts no jobs.
 func InTx(ctx context.Context, db *sql.DB, fn func(*Tx) error) error {
 	return InTxWithJobs(ctx, db, nil, fn)
 }
@@ -74,7 +121,11 @@ func InTxWithJobs(ctx context.Context, db *sql.DB, jobs JobInserter, fn func(*Tx
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer stx.Rollback() //nolint:errcheck // a no-op after Commit
-	if err := fn(&Tx{Tx: stx, Ent: ent.NewClient(ent.Driver(txDriver{entsql.Conn{ExecQuerier: stx}})), jobs: jobs}); err != nil {
+	tx := &Tx{Tx: stx, Ent: ent.NewClient(ent.Driver(txDriver{entsql.Conn{ExecQuerier: stx}})), jobs: jobs}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Flush(ctx); err != nil {
 		return err
 	}
 	if err := stx.Commit(); err != nil {

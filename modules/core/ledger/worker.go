@@ -144,6 +144,7 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ke
 			return err
 		}
 		lockTook := time.Since(start) / time.Duration(len(keys))
+		last := failure{attempt: Attempt{Seen: -1}}
 		for _, k := range keys {
 			start := time.Now()
 			ev, outcome, seen, err := applyLocked(ctx, tx, a.Registry, k, locked[k])
@@ -152,6 +153,25 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ke
 				return err
 			}
 			done = append(done, applied{ev, outcome, lockTook + time.Since(start)})
+			last = failure{attempt: Attempt{Key: k, Seen: seen}, ev: ev}
+		}
+		// The handlers' staged writes, for the whole batch at once. Their
+		// failure is the event's in a job of one; a batch is split without
+		// a record, and the event's own job finds which one it was.
+		start = time.Now()
+		if err := flushStaged(ctx, tx); err != nil {
+			if len(keys) > 1 {
+				last = failure{attempt: Attempt{Seen: -1}}
+			}
+			last.err, last.kind = err, classify(ctx, a.DB, tx, err)
+			fail = &last
+			return err
+		}
+		if len(done) > 0 {
+			flushTook := time.Since(start) / time.Duration(len(done))
+			for i := range done {
+				done[i].took += flushTook
+			}
 		}
 		if _, err := river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx.Tx, job); err != nil {
 			return &dbError{fmt.Errorf("complete job %d: %w", job.ID, err)}

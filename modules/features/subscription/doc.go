@@ -19,4 +19,9 @@
 // re-fetched from Stripe's API and its current state written at the tied
 // version. Every tie is counted in hookledger_version_ties_total
 // (resolution applied, kept or refetched).
+//
+// The states of a batch's events are staged (ledger.Stage) and written
+// together (write.go): the batch's rows are locked in key order, each event
+// is decided as if written alone, in the order the apply ran them, and the
+// winners are updated and inserted in one statement each.
 package subscription

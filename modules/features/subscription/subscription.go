@@ -68,70 +68,8 @@ type state struct {
 	Version    int64
 	Rank       int
 	EventID    string
-}
-
-// written reports what upsert did.
-type written int
-
-// upsert results.
-const (
-	applied    written = iota
-	stale              // the stored version was newer
-	tieKept            // same version, stored precedence not lower
-	tieApplied         // same version, higher precedence won
-)
-
-// upsert writes s unless the stored row is newer (or, at an equal version,
-// of no lower precedence). The decision is taken under the row's lock,
-// against its latest committed state: the statement locks the row first
-// (FOR UPDATE waits for a concurrent apply of the same subscription and
-// then reads what it committed), compares, and updates, so two applies at
-// once give the same result, and see the same tie, in either order. A row
-// that does not exist yet is inserted; when a concurrent apply inserts it
-// first, the statement runs again and compares with that row. One round
-// trip in the common case.
-func upsert(ctx context.Context, tx *ledger.Tx, s state) (written, error) {
-	for {
-		var (
-			found, updated, inserted bool
-			version                  sql.NullInt64
-		)
-		err := tx.QueryRowContext(ctx, `
-			WITH cur AS (
-				SELECT id, version, rank FROM subscription
-				WHERE namespace = $1 AND provider = $2 AND external_id = $3 FOR UPDATE),
-			upd AS (
-				UPDATE subscription t SET customer_id = $4, plan = $5, status = $6, version = $7, rank = $8, event_id = $9,
-					updated_at = CURRENT_TIMESTAMP
-				FROM cur WHERE t.id = cur.id AND (cur.version < $7 OR (cur.version = $7 AND cur.rank < $8))
-				RETURNING 1),
-			ins AS (
-				INSERT INTO subscription (namespace, provider, external_id, customer_id, plan, status, version, rank, event_id)
-				SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE NOT EXISTS (SELECT 1 FROM cur)
-				ON CONFLICT (namespace, provider, external_id) DO NOTHING
-				RETURNING 1)
-			SELECT EXISTS (SELECT 1 FROM cur), (SELECT version FROM cur), EXISTS (SELECT 1 FROM upd), EXISTS (SELECT 1 FROM ins)`,
-			s.Namespace, s.Provider, s.ExternalID, s.CustomerID, s.Plan, s.Status, s.Version, s.Rank, s.EventID,
-		).Scan(&found, &version, &updated, &inserted)
-		if err != nil {
-			return 0, fmt.Errorf("upsert subscription %s/%s: %w", s.Provider, s.ExternalID, err)
-		}
-		tie := found && version.Int64 == s.Version
-		switch {
-		case !found && inserted:
-			return applied, nil
-		case !found:
-			continue // another apply inserted it first: compare with that
-		case updated && tie:
-			return tieApplied, nil
-		case updated:
-			return applied, nil
-		case tie:
-			return tieKept, nil
-		default:
-			return stale, nil
-		}
-	}
+	// refetchTie asks for a re-fetch job when this state ties the stored one.
+	refetchTie bool
 }
 
 // stripeEvent is the part of a Stripe customer.subscription.* event used.
@@ -227,16 +165,10 @@ func (m *module) applyStripe(ctx context.Context, tx *ledger.Tx, ev *ledger.Even
 		Rank:       rankOf(status, ev.Type),
 		EventID:    ev.EventID,
 	}
-	w, err := upsert(ctx, tx, s)
-	if err != nil {
-		return err
-	}
-	m.count(w)
-	if (w == tieKept || w == tieApplied) && m.cfg.StripeAPI.Key != "" {
-		// The truth is one API call away, but never inside the apply: the
-		// call goes out from a job of its own, committed with this apply.
-		return tx.InsertJob(ctx, RefetchArgs{Namespace: s.Namespace, SubscriptionID: s.ExternalID, Version: s.Version, EventID: s.EventID}, nil)
-	}
+	// A tie's truth is one API call away, but never inside the apply: the
+	// call goes out from a job of its own, committed with this apply.
+	s.refetchTie = m.cfg.StripeAPI.Key != ""
+	m.stage(tx, s)
 	return nil
 }
 
@@ -269,7 +201,7 @@ func (m *module) applyPaddle(ctx context.Context, tx *ledger.Tx, ev *ledger.Even
 	if len(pe.Data.Items) > 0 {
 		plan = pe.Data.Items[0].Price.ID
 	}
-	w, err := upsert(ctx, tx, state{
+	m.stage(tx, state{
 		Namespace:  ev.Namespace,
 		Provider:   "paddle",
 		ExternalID: pe.Data.ID,
@@ -280,10 +212,6 @@ func (m *module) applyPaddle(ctx context.Context, tx *ledger.Tx, ev *ledger.Even
 		Rank:       rankOf(pe.Data.Status, ev.Type),
 		EventID:    ev.EventID,
 	})
-	if err != nil {
-		return err
-	}
-	m.count(w)
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -31,7 +33,13 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	h := ledgertest.New(t, 0, func(h *ledgertest.Harness) {
+	return setupWorkers(t, 0)
+}
+
+// setupWorkers is setup with River working jobs.
+func setupWorkers(t *testing.T, workers int) *fixture {
+	t.Helper()
+	h := ledgertest.New(t, workers, func(h *ledgertest.Harness) {
 		subscription.Register(h.Registry, subscription.Config{Metrics: h.Metrics})
 	})
 	return &fixture{Harness: h, metrics: h.Metrics}
@@ -336,4 +344,70 @@ func TestNamespacesKeepTheirOwnSubscriptions(t *testing.T) {
 	other, err := client.Subscription.Query().Where(entsub.Namespace("stripe-eu"), entsub.ExternalID("sub_ns")).Only(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "canceled", other.Status)
+}
+
+// TestBatchWritesAsOneByOne: a batch's subscription states are written in
+// one go, and the result is that of writing them one by one in the order
+// the batch applies them (key order): the same rows, the same stale and
+// tie counts. The batch holds ties, full ties, stale events, a new row and
+// a row stored before the batch.
+func TestBatchWritesAsOneByOne(t *testing.T) {
+	t.Parallel()
+	before := event("customer.subscription.created", "sub_d", "active", 400)
+	batch := [][]byte{
+		event("customer.subscription.created", "sub_a", "active", 100),
+		event("customer.subscription.updated", "sub_a", "past_due", 100),
+		event("customer.subscription.updated", "sub_a", "active", 90),
+		event("customer.subscription.deleted", "sub_a", "canceled", 110),
+		event("customer.subscription.updated", "sub_b", "active", 200),
+		event("customer.subscription.updated", "sub_b", "active", 200),
+		event("customer.subscription.created", "sub_b", "trialing", 150),
+		event("customer.subscription.created", "sub_c", "active", 300),
+		event("customer.subscription.updated", "sub_d", "trialing", 400),
+		event("customer.subscription.updated", "sub_d", "past_due", 401),
+	}
+	type parsed struct{ ID, Type string }
+	events := make([]ledgertest.BatchEvent, len(batch))
+	for i, body := range batch {
+		var p parsed
+		require.NoError(t, json.Unmarshal(body, &p))
+		events[i] = ledgertest.BatchEvent{ID: p.ID, Type: p.Type, Payload: body}
+	}
+	// The batch applies in key order; one by one runs in the same order.
+	slices.SortFunc(events, func(a, b ledgertest.BatchEvent) int { return strings.Compare(a.ID, b.ID) })
+
+	outcome := func(f *fixture) string {
+		var out []string
+		for _, id := range []string{"sub_a", "sub_b", "sub_c", "sub_d"} {
+			s := f.sub(t, id)
+			out = append(out, fmt.Sprintf("%s %s v%d r%d %s %s %s", id, s.Status, s.Version, s.Rank, s.EventID, s.Plan, s.CustomerID))
+		}
+		out = append(out, fmt.Sprintf("stale %v ties kept %v applied %v",
+			testutil.ToFloat64(f.metrics.StaleSkipped.WithLabelValues("subscription")),
+			testutil.ToFloat64(f.metrics.VersionTies.WithLabelValues("subscription", "kept")),
+			testutil.ToFloat64(f.metrics.VersionTies.WithLabelValues("subscription", "applied"))))
+		return strings.Join(out, "\n")
+	}
+
+	one := setup(t)
+	require.NoError(t, one.deliver(t, before))
+	for _, ev := range events {
+		require.NoError(t, one.deliver(t, ev.Payload))
+	}
+
+	all := setupWorkers(t, 2)
+	require.NoError(t, all.deliver(t, before))
+	all.InsertBatch(t, "stripe", events...)
+	for _, ev := range events {
+		all.WaitSettled(t, "stripe", ev.ID)
+	}
+	ids := make([]string, len(events))
+	for i, ev := range events {
+		ids[i] = ev.ID
+	}
+	require.Zero(t, all.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND args->>'event_id' = ANY($1)`, ids),
+		"applied as one batch, not split")
+	require.Equal(t, outcome(one), outcome(all))
+	require.Contains(t, outcome(all), "sub_a canceled v110")
+	require.Contains(t, outcome(all), "sub_d past_due v401")
 }

@@ -73,6 +73,35 @@ func (h *Harness) Claim(t testing.TB, provider, id, typ string, payload []byte) 
 	return res == ledger.Claimed
 }
 
+// InsertBatch writes ledger rows for events (of provider, each a type and
+// payload under its id) and one apply_batch job for all of them, in one
+// transaction, as a group commit does: with workers, River applies them
+// in one transaction.
+func (h *Harness) InsertBatch(t testing.TB, provider string, events ...BatchEvent) []ledger.EventKey {
+	t.Helper()
+	ctx := context.Background()
+	var keys []ledger.EventKey
+	err := ledger.InTx(ctx, h.DB.SQL, func(tx *ledger.Tx) error {
+		for _, ev := range events {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload)
+				VALUES ($1, $2, $1, $1, $3, $4)`, provider, ev.ID, ev.Type, string(ev.Payload)); err != nil {
+				return err
+			}
+			keys = append(keys, ledger.EventKey{Namespace: provider, EventID: ev.ID})
+		}
+		_, err := h.River.InsertTx(ctx, tx.Tx, ledger.ApplyBatchArgs{Events: keys}, nil)
+		return err
+	})
+	require.NoError(t, err)
+	return keys
+}
+
+// BatchEvent is one event of InsertBatch.
+type BatchEvent struct {
+	ID, Type string
+	Payload  []byte
+}
+
 // Apply runs the apply step of one event in a transaction of its own, as
 // the worker does (the handlers' jobs insert through the harness's River
 // client), and returns the handlers' error.
