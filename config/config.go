@@ -252,7 +252,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		}
 	}
 	c.Workers = intVar(getenv, "WORKERS", DefaultWorkers, fail)
-	c.ClaimCommitters = intVar(getenv, "CLAIM_COMMITTERS", 2, fail)
+	c.ClaimCommitters = intVar(getenv, "CLAIM_COMMITTERS", 1, fail)
 	c.ClaimBatchMax = intVar(getenv, "CLAIM_BATCH_MAX", 256, fail)
 	switch v := or(getenv("CLAIM_GROUP_COMMIT"), "true"); v {
 	case "true", "1":
