@@ -165,11 +165,10 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	defer svc.stop()
 	m.servicePID = svc.cmd.Process.Pid
 
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.Clients, MaxConnsPerHost: o.Clients}, Timeout: 30 * time.Second}
 	logf("bench: peak ingest, %d events from %d clients", o.Events, o.Clients)
 	snap := m.snapshot(ctx)
 	start := time.Now()
-	lat, errs := drive(ctx, client, svc.url, gen.with("peak"), o.Events, o.Clients, 0)
+	lat, errs := drive(ctx, svc.url, gen.with("peak"), o.Events, o.Clients, 0)
 	r.Ingest = float64(o.Events) / time.Since(start).Seconds()
 	r.IngestCPU = m.since(ctx, snap, o.Events)
 	r.Errors += errs
@@ -183,7 +182,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 
 	r.HalfRate = r.Ingest / 2
 	logf("bench: latency at half the peak rate (%.0f events/s)", r.HalfRate)
-	lat, errs = drive(ctx, client, svc.url, gen.with("half"), o.Events/2, o.Clients, r.HalfRate)
+	lat, errs = drive(ctx, svc.url, gen.with("half"), o.Events/2, o.Clients, r.HalfRate)
 	r.Errors += errs
 	r.Half = percentiles(lat)
 	r.PeakRSSMB = peakRSSMB(svc.cmd.Process.Pid)
@@ -191,7 +190,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if err := clearJobs(ctx, url, "public.webhook_event", "public.subscription"); err != nil {
 		return err
 	}
-	if err := benchHalves(ctx, m, url, &r, gen, client, o.GroupCommit, o.Workers, logf); err != nil {
+	if err := benchHalves(ctx, m, url, &r, gen, o.GroupCommit, o.Workers, logf); err != nil {
 		return err
 	}
 	r.Ratios = ratios{
@@ -232,7 +231,7 @@ func printBench(w io.Writer, r *Report) {
 
 // benchHalves measures ingest with no apply workers (serve --role=http),
 // then apply alone (serve --role=worker) draining what it claimed.
-func benchHalves(ctx context.Context, m *meter, url string, r *Report, gen *payloads, client *http.Client, groupCommit bool, workers int, logf func(string, ...any)) error {
+func benchHalves(ctx context.Context, m *meter, url string, r *Report, gen *payloads, groupCommit bool, workers int, logf func(string, ...any)) error {
 	logf("bench: ingest alone, %d events, no apply workers", r.Events)
 	svc, err := startBenchService(url, config.RoleHTTP, groupCommit, workers, r.Clients)
 	if err != nil {
@@ -241,7 +240,7 @@ func benchHalves(ctx context.Context, m *meter, url string, r *Report, gen *payl
 	m.servicePID = svc.cmd.Process.Pid
 	snap := m.snapshot(ctx)
 	start := time.Now()
-	_, errs := drive(ctx, client, svc.url, gen.with("alone"), r.Events, r.Clients, 0)
+	_, errs := drive(ctx, svc.url, gen.with("alone"), r.Events, r.Clients, 0)
 	r.IngestAlone = float64(r.Events) / time.Since(start).Seconds()
 	r.IngestAloneCPU = m.since(ctx, snap, r.Events)
 	r.Errors += errs

@@ -1,15 +1,18 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,7 +183,7 @@ func (p *payloads) sizes() string {
 
 // drive posts events signed events from clients goroutines, open loop at
 // rate (0: as fast as they go), and returns each request's latency.
-func drive(ctx context.Context, hc *http.Client, base string, gen *payloads, events, clients int, rate float64) ([]time.Duration, int64) {
+func drive(ctx context.Context, base string, gen *payloads, events, clients int, rate float64) ([]time.Duration, int64) {
 	var (
 		next   atomic.Int64
 		errs   atomic.Int64
@@ -194,10 +197,13 @@ func drive(ctx context.Context, hc *http.Client, base string, gen *payloads, eve
 		defer t.Stop()
 		starts = t.C
 	}
+	host := strings.TrimPrefix(base, "http://")
 	for range clients {
 		wg.Go(func() {
+			c := &loadClient{host: host}
+			defer c.close()
 			local := make([]time.Duration, 0, events/clients+1)
-			for {
+			for ctx.Err() == nil {
 				if starts != nil {
 					<-starts
 				}
@@ -212,20 +218,14 @@ func drive(ctx context.Context, hc *http.Client, base string, gen *payloads, eve
 					errs.Add(1)
 					continue
 				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/webhooks/"+d.Provider, bytes.NewReader(d.Body))
-				for k, v := range h {
-					req.Header[k] = v
-				}
 				t0 := time.Now()
-				resp, err := hc.Do(req)
+				status, err := c.post("/webhooks/"+d.Provider, h, d.Body)
 				if err != nil {
 					errs.Add(1)
 					continue
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
 				local = append(local, time.Since(t0))
-				if resp.StatusCode != http.StatusOK {
+				if status != http.StatusOK {
 					errs.Add(1)
 				}
 			}
@@ -236,6 +236,70 @@ func drive(ctx context.Context, hc *http.Client, base string, gen *payloads, eve
 	}
 	wg.Wait()
 	return lat, errs.Load()
+}
+
+// loadClient is one keep-alive HTTP/1.1 connection of the load generator.
+// It writes each request in one write and reads the answer with net/http's
+// own parser (http.ReadResponse), without http.Client's connection pool
+// and its two goroutines per connection: the generator shares the two
+// cores with the service and PostgreSQL, and should take as little of
+// them as the baselines' pgx clients do.
+type loadClient struct {
+	host string
+	conn net.Conn
+	br   *bufio.Reader
+	buf  []byte
+}
+
+// loadTimeout bounds one request.
+const loadTimeout = 30 * time.Second
+
+// post sends body to path with the headers h and returns the status.
+func (c *loadClient) post(path string, h http.Header, body []byte) (int, error) {
+	if c.conn == nil {
+		conn, err := net.DialTimeout("tcp", c.host, loadTimeout)
+		if err != nil {
+			return 0, err
+		}
+		c.conn, c.br = conn, bufio.NewReader(conn)
+	}
+	b := append(c.buf[:0], "POST "...)
+	b = append(b, path...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, c.host...)
+	b = append(b, "\r\nContent-Type: application/json\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, "\r\n"...)
+	for k, vs := range h {
+		for _, v := range vs {
+			b = append(append(append(append(b, k...), ": "...), v...), "\r\n"...)
+		}
+	}
+	b = append(append(b, "\r\n"...), body...)
+	c.buf = b
+	_ = c.conn.SetDeadline(time.Now().Add(loadTimeout))
+	if _, err := c.conn.Write(b); err != nil {
+		c.close()
+		return 0, err
+	}
+	resp, err := http.ReadResponse(c.br, nil)
+	if err != nil {
+		c.close()
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.Close {
+		c.close()
+	}
+	return resp.StatusCode, err
+}
+
+func (c *loadClient) close() {
+	if c.conn != nil {
+		c.conn.Close()
+		c.conn = nil
+	}
 }
 
 // latency is a phase's latency percentiles, in milliseconds.
