@@ -232,13 +232,16 @@ func TestCrashRecovery(t *testing.T) {
 	p.kill9()
 	p.start()
 
-	// Hold every usage row so the workers block inside their apply
-	// transactions, then kill them there.
+	// Hold the usage table so the workers block inside their apply
+	// transactions, then kill them there. A table lock, which waits for the
+	// applies under way and is then the only lock the test holds: locking
+	// the rows one by one could deadlock with an apply that holds some of
+	// them and waits for another.
 	dbtest.Eventually(t, func() bool { return db.Count(t, `SELECT count(*) FROM usage_total`) > 0 })
 	tx, err := db.SQL.Begin()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback() }) // a failure below must not leave the lock to the database's cleanup
-	_, err = tx.Exec(`SELECT * FROM usage_total FOR UPDATE`)
+	_, err = tx.Exec(`LOCK TABLE usage_total IN EXCLUSIVE MODE`)
 	require.NoError(t, err)
 	// A worker waits on the lock: it is inside its apply transaction.
 	dbtest.Eventually(t, func() bool {

@@ -79,6 +79,7 @@ const (
 // is marked settled first, in the statement that locks it: the transaction
 // makes that invisible until the handlers succeed, and a failure rolls it
 // back with them. A row already settled is left alone unless args.Force.
+// The writes the handlers staged (Stage) are made before it returns.
 func Apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, Outcome, error) {
 	ev, outcome, _, err := apply(ctx, tx, reg, args)
 	return ev, outcome, err

@@ -60,3 +60,16 @@ func TestStagedWriteFailsOnlyItsEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestStageRefusesKeysItCannotCompare: a key Stage could not find again
+// panics at the first Stage, not at the second of a batch.
+func TestStageRefusesKeysItCannotCompare(t *testing.T) {
+	t.Parallel()
+	type listKey struct{ names []string }
+	require.PanicsWithValue(t, "ledger.Stage: key is nil or not comparable", func() {
+		ledger.Stage(&ledger.Tx{}, listKey{}, func() *effects { return &effects{} })
+	})
+	tx := &ledger.Tx{}
+	first := ledger.Stage(tx, effectsKey{}, func() *effects { return &effects{} })
+	require.Same(t, first, ledger.Stage(tx, effectsKey{}, func() *effects { return &effects{} }))
+}

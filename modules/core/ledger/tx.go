@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
@@ -35,6 +36,8 @@ type Tx struct {
 // before it commits. Handlers see nothing of another's staged write in the
 // database until then, so a module stages only writes that no handler of
 // the same batch reads back, other than through the staged value itself.
+// A transaction that runs handlers is begun with InTx or InTxWithJobs, or
+// runs them through Apply: all three flush.
 type Staged interface {
 	Flush(ctx context.Context, tx *Tx) error
 }
@@ -45,8 +48,13 @@ type staged struct {
 }
 
 // Stage returns the write staged in tx under key, made by mk when tx has
-// none yet. key is a module's own unexported type, as for context values.
+// none yet. key is a module's own unexported comparable type, as for
+// context values; any other key panics at once, as context.WithValue does,
+// not at the second Stage of a batch.
 func Stage[T Staged](tx *Tx, key any, mk func() T) T {
+	if key == nil || !reflect.TypeOf(key).Comparable() {
+		panic("ledger.Stage: key is nil or not comparable")
+	}
 	for _, s := range tx.staged {
 		if s.key == key {
 			return s.write.(T)

@@ -56,7 +56,9 @@ func (ApplyBatchArgs) InsertOpts() river.InsertOpts {
 //     answers) is recorded on the event's row; the event's own job is
 //     snoozed for its backoff, and a batch is split into one job per event
 //     in the same transaction, so the siblings run at once and only the
-//     failing event waits;
+//     failing event waits. A staged write (Stage) that fails a batch
+//     belongs to no one event: the batch is split with nothing recorded,
+//     and the event's own job records it;
 //   - an outage of hookledger's own database snoozes the job for a few
 //     seconds and records nothing: it is not an attempt;
 //   - a shutdown hands the job back to River untouched.

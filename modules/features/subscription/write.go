@@ -63,8 +63,12 @@ type stored struct {
 // state (FOR UPDATE waits for a concurrent apply of the same subscription
 // and then reads what it committed). So two applies at once give the same
 // result, and see the same tie, in either order. Rows are locked in key
-// order, so batches cannot deadlock on them. A row that a concurrent apply
-// inserted after the lock found none is locked and decided again.
+// order, so batches that find their rows stored cannot deadlock on them. A
+// row that a concurrent apply inserted after the lock found none is locked
+// and decided again; that second lock comes after this batch's inserts, so
+// it can deadlock with a third batch in a race of three over new rows.
+// PostgreSQL then rolls one back, and the apply treats that as contention:
+// the job runs again in seconds, not counted as an attempt.
 func (w *writes) Flush(ctx context.Context, tx *ledger.Tx) error {
 	pending := w.states
 	results := make([]written, 0, len(w.states))
