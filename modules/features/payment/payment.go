@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/provider"
 )
@@ -88,14 +90,30 @@ func merge(ctx context.Context, tx *ledger.Tx, p Payment) (bool, error) {
 	return inserted, nil
 }
 
-// record merges p and, when the row is new, enqueues its one receipt.
+// record merges p and, when the row is new, enqueues its one receipt. The
+// receipts of a batch are inserted together, in one statement, by a write
+// staged in the apply transaction: still in the transaction that creates
+// their rows.
 func (m *module) record(ctx context.Context, tx *ledger.Tx, ev *ledger.Event, p Payment) error {
 	p.Namespace = ev.Namespace
 	created, err := merge(ctx, tx, p)
 	if err != nil || !created {
 		return err
 	}
-	return tx.InsertJob(ctx, ReceiptArgs{PaymentID: p.ExternalID, Provider: p.Provider, Namespace: p.Namespace}, nil)
+	r := ledger.Stage(tx, receiptsKey{}, func() *receipts { return &receipts{} })
+	r.jobs = append(r.jobs, river.InsertManyParams{Args: ReceiptArgs{PaymentID: p.ExternalID, Provider: p.Provider, Namespace: p.Namespace}})
+	return nil
+}
+
+// receiptsKey stages the receipt jobs of a batch.
+type receiptsKey struct{}
+
+// receipts is the receipt jobs of the payments a batch created.
+type receipts struct{ jobs []river.InsertManyParams }
+
+// Flush inserts the receipt jobs.
+func (r *receipts) Flush(ctx context.Context, tx *ledger.Tx) error {
+	return tx.InsertJobs(ctx, r.jobs)
 }
 
 // stripeObject is the data.object of the Stripe events handled here.

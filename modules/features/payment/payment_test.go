@@ -224,3 +224,41 @@ func permutations(n int) [][]int {
 	}
 	return out
 }
+
+// TestBatchReceiptsOncePerPayment: the receipts of a batch are inserted
+// together, still one per payment the batch created, and none for a
+// payment it only merged into. When the batch fails (a poison event), the
+// receipts go with its rollback, and the split events' own jobs insert
+// each one once.
+func TestBatchReceiptsOncePerPayment(t *testing.T) {
+	t.Parallel()
+	for _, poison := range []bool{false, true} {
+		t.Run(fmt.Sprintf("poison=%t", poison), func(t *testing.T) {
+			t.Parallel()
+			h, rec := setup(t, 2, nil)
+			deliver(t, h, piSucceeded("evt_before", "pi_0", 500))
+			events := []stripeEvent{
+				piSucceeded("evt_a", "pi_A", 1000),
+				chargeRefunded("evt_b", "pi_B", 700, 100), // creates pi_B from the charge
+				piSucceeded("evt_c", "pi_B", 700),
+				chargeRefunded("evt_d", "pi_0", 500, 500), // merges into a stored payment
+			}
+			if poison {
+				events = append(events, stripeEvent{"evt_poison", "payment_intent.succeeded", []byte(`{"id":"evt_poison","type":"payment_intent.succeeded","data":{"object":{}}}`)})
+			}
+			batch := make([]ledgertest.BatchEvent, len(events))
+			for i, e := range events {
+				batch[i] = ledgertest.BatchEvent{ID: e.id, Type: e.typ, Payload: e.body}
+			}
+			h.InsertBatch(t, "stripe", batch...)
+			for _, e := range events[:4] {
+				h.WaitSettled(t, "stripe", e.id)
+			}
+			require.Equal(t, 3, receiptJobs(t, h), "one receipt per payment: pi_0, pi_A, pi_B")
+			require.Equal(t, 3, h.DB.Count(t, `SELECT count(DISTINCT args->>'payment_id') FROM river_job WHERE kind = 'payment_receipt'`))
+			dbtest.Eventually(t, func() bool { return len(rec.sent()) >= 3 })
+			require.ElementsMatch(t, []string{"pi_0", "pi_A", "pi_B"}, rec.sent())
+			require.Equal(t, entpayment.StatusRefunded, paymentRow(t, h, "stripe", "pi_0").Status)
+		})
+	}
+}
