@@ -200,18 +200,7 @@ func TestBatchApplySplitsOnFailure(t *testing.T) {
 			return nil
 		})
 	})
-	err := ledger.InTx(context.Background(), h.DB.SQL, func(tx *ledger.Tx) error {
-		var keys []ledger.EventKey
-		for _, id := range []string{"evt_split_a", "evt_split_bad", "evt_split_c"} {
-			if _, err := tx.ExecContext(context.Background(), `INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload) VALUES ('stripe', $1, 'stripe', 'stripe', 'invoice.paid', '{}')`, id); err != nil {
-				return err
-			}
-			keys = append(keys, ledger.EventKey{Namespace: "stripe", EventID: id})
-		}
-		_, err := h.River.InsertTx(context.Background(), tx.Tx, ledger.ApplyBatchArgs{Events: keys}, nil)
-		return err
-	})
-	require.NoError(t, err)
+	insertBatch(t, h, "invoice.paid", "evt_split_a", "evt_split_bad", "evt_split_c")
 	h.WaitSettled(t, "stripe", "evt_split_a")
 	h.WaitSettled(t, "stripe", "evt_split_c")
 	dbtest.Eventually(t, func() bool { return h.Row(t, "stripe", "evt_split_bad").Status == "failed" })
@@ -233,19 +222,11 @@ func TestBatchApplyAllInOneTransaction(t *testing.T) {
 	h := ledgertest.New(t, 2, func(h *ledgertest.Harness) {
 		h.Registry.Handle("stripe", "invoice.paid", func(context.Context, *ledger.Tx, *ledger.Event) error { applied.Add(1); return nil })
 	})
-	var keys []ledger.EventKey
-	err := ledger.InTx(context.Background(), h.DB.SQL, func(tx *ledger.Tx) error {
-		for i := range 10 {
-			id := fmt.Sprintf("evt_all_%d", i)
-			if _, err := tx.ExecContext(context.Background(), `INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload) VALUES ('stripe', $1, 'stripe', 'stripe', 'invoice.paid', '{}')`, id); err != nil {
-				return err
-			}
-			keys = append(keys, ledger.EventKey{Namespace: "stripe", EventID: id})
-		}
-		_, err := h.River.InsertTx(context.Background(), tx.Tx, ledger.ApplyBatchArgs{Events: keys}, nil)
-		return err
-	})
-	require.NoError(t, err)
+	ids := make([]string, 10)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("evt_all_%d", i)
+	}
+	keys := insertBatch(t, h, "invoice.paid", ids...)
 	for _, k := range keys {
 		h.WaitSettled(t, k.Namespace, k.EventID)
 	}
