@@ -31,6 +31,12 @@ func CheckPayload(body []byte) error {
 		return unstorable("the body is not valid UTF-8")
 	}
 	for i := 0; i < len(body); i++ {
+		for i < len(body) && !startsToken[body[i]] {
+			i++
+		}
+		if i == len(body) {
+			break
+		}
 		switch c := body[i]; {
 		case c == '"':
 			n, err := checkString(body[i+1:])
@@ -49,6 +55,19 @@ func CheckPayload(body []byte) error {
 	return nil
 }
 
+// startsToken marks the bytes CheckPayload stops at (a string or a
+// number begins), and inString those it skips inside a string: table
+// lookups in the loops that run over every byte of the body.
+var startsToken, inString = func() (start, str [256]bool) {
+	for _, c := range []byte(`"-0123456789`) {
+		start[c] = true
+	}
+	for c := range 256 {
+		str[c] = c != '"' && c != '\\'
+	}
+	return start, str
+}()
+
 func unstorable(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrUnstorable, fmt.Sprintf(format, a...))
 }
@@ -57,6 +76,12 @@ func unstorable(format string, a ...any) error {
 // returns how many bytes it took, the quote included.
 func checkString(s []byte) (int, error) {
 	for i := 0; i < len(s); i++ {
+		for i < len(s) && inString[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
 		switch s[i] {
 		case '"':
 			return i + 1, nil

@@ -23,7 +23,6 @@ var GitHub = &Provider{
 	// another GUID is a replay with a forged id.
 	DigestFunc: func(_ http.Header, body []byte) string { return bodyDigest(body) },
 	Replayable: true,
-	BodyKeys:   []string{"action"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		event, _, _ := strings.Cut(d.Type, ".")
 		return http.Header{

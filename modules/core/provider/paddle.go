@@ -21,7 +21,6 @@ var Paddle = &Provider{
 	VerifyFunc:       verifyPaddle,
 	ParseFunc:        parsePaddle,
 	Replayable:       true,
-	BodyKeys:         []string{"event_id", "event_type", "occurred_at"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		return http.Header{"Paddle-Signature": {SignPaddle(secret, d.At.Unix(), d.Body)}}, nil
 	},

@@ -5,13 +5,13 @@
 package provider
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -56,7 +56,9 @@ type Provider struct {
 	IDLocation string
 	// BodyKeys are the body's keys that identify the event (id, type,
 	// occurrence time; "a.b" for key b under a): each must appear once and
-	// exactly so, never as a case variant.
+	// exactly so, never as a case variant. Parse checks them in a pass of
+	// their own before ParseFunc; a ParseFunc that reads its members with
+	// decodeMembers checks them in its own pass and leaves this empty.
 	BodyKeys []string
 	// SignatureHeaders are never stored.
 	SignatureHeaders []string
@@ -243,16 +245,16 @@ func payloadError(format string, args ...any) error {
 // checkJSONB rejects what PostgreSQL's jsonb refuses though JSON allows it:
 // the escaped NUL character.
 func checkJSONB(body []byte) error {
-	s := string(body)
-	for i := strings.Index(s, `\u0000`); i >= 0; {
+	nul := []byte(`\u0000`)
+	for i := bytes.Index(body, nul); i >= 0; {
 		backslashes := 0
-		for j := i - 1; j >= 0 && s[j] == '\\'; j-- {
+		for j := i - 1; j >= 0 && body[j] == '\\'; j-- {
 			backslashes++
 		}
 		if backslashes%2 == 0 {
 			return payloadError(`the body contains \u0000, which PostgreSQL jsonb cannot store`)
 		}
-		next := strings.Index(s[i+1:], `\u0000`)
+		next := bytes.Index(body[i+1:], nul)
 		if next < 0 {
 			break
 		}

@@ -66,11 +66,18 @@ type memberFunc func(s *scanner, depth int, key []byte, index int) error
 // member is a top-level member to read and where its value goes.
 type member = Field
 
-// decodeMembers reads the named top-level members of body as decoding it
-// into a struct with those fields would: names match case-insensitively, a
-// later occurrence overrides an earlier one and null leaves a value as it
-// was. The whole body is checked (scanMembers).
-func decodeMembers(body []byte, members ...member) error { return DecodeFields(body, members...) }
+// decodeMembers reads the named top-level members of body, those that
+// identify the event, in the one pass that checks the whole body: as
+// decoding it into a struct with those fields would (null leaves a value
+// as it was), except that each must appear once and exactly so
+// (Field.Unique). A parser that reads its identity this way needs no
+// Provider.BodyKeys.
+func decodeMembers(body []byte, members ...member) error {
+	for i := range members {
+		members[i].Unique = true
+	}
+	return DecodeFields(body, members...)
+}
 
 type scanner struct {
 	b []byte
@@ -84,15 +91,25 @@ func (s *scanner) fail(where string) error {
 	return fmt.Errorf("%w: unexpected %q at offset %d %s", errSyntax, s.b[s.i], s.i, where)
 }
 
-func (s *scanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
+// isSpace and inString classify bytes for the scanner's inner loops: a
+// table lookup per byte instead of a switch, in the loops that run over
+// every byte of a pretty-printed body.
+var isSpace, inString = func() (sp, str [256]bool) {
+	for _, c := range []byte(" \t\n\r") {
+		sp[c] = true
 	}
+	for c := range 256 {
+		str[c] = c >= 0x20 && c != '"' && c != '\\'
+	}
+	return sp, str
+}()
+
+func (s *scanner) space() {
+	b, i := s.b, s.i
+	for i < len(b) && isSpace[b[i]] {
+		i++
+	}
+	s.i = i
 }
 
 // value scans one value inside a container at nesting depth.
@@ -189,7 +206,14 @@ func (s *scanner) str() (bool, error) {
 	}
 	escaped := false
 	for s.i++; s.i < len(s.b); s.i++ {
-		switch c := s.b[s.i]; {
+		b, i := s.b, s.i
+		for i < len(b) && inString[b[i]] {
+			i++
+		}
+		if s.i = i; i == len(b) {
+			break
+		}
+		switch c := b[i]; {
 		case c == '"':
 			s.i++
 			return escaped, nil
@@ -272,11 +296,18 @@ func (s *scanner) literal(word string) error {
 // that shape (or be null), as decoding into a struct or a slice of structs
 // requires; of a list's later elements only their being objects is
 // checked.
+//
+// Unique marks a member that identifies the event (an id, a type, an
+// occurrence time): a second occurrence, or one under another case, is
+// refused, where decoding into a struct would take the last one
+// case-insensitively and PostgreSQL's jsonb the last exact one, so that
+// such a body would be claimed under one id and read under another.
 type Field struct {
 	Name   string
 	Dst    any
 	Fields []Field
 	List   bool
+	Unique bool
 }
 
 // DecodeFields reads the named members of a JSON object as decoding it
@@ -288,13 +319,26 @@ func DecodeFields(body []byte, fields ...Field) error { return scanObject(body, 
 
 // decodeInto reads the members of an object that fields name.
 func decodeInto(fields []Field) memberFunc {
+	var seen []bool // of Unique fields, made on the first one met
 	return func(s *scanner, depth int, key []byte, _ int) error {
 		var f *Field
 		for i := range fields {
-			if bytes.EqualFold(key, []byte(fields[i].Name)) {
-				f = &fields[i]
-				break
+			if !bytes.EqualFold(key, []byte(fields[i].Name)) {
+				continue
 			}
+			if f = &fields[i]; f.Unique {
+				if string(key) != f.Name {
+					return fmt.Errorf("key %q is a case variant of %q, which identifies the event", key, f.Name)
+				}
+				if seen == nil {
+					seen = make([]bool, len(fields))
+				}
+				if seen[i] {
+					return fmt.Errorf("key %q appears twice", f.Name)
+				}
+				seen[i] = true
+			}
+			break
 		}
 		if f != nil && len(f.Fields) > 0 && s.i < len(s.b) {
 			switch c := s.b[s.i]; {

@@ -23,7 +23,6 @@ var Stripe = &Provider{
 	VerifyFunc:       verifyStripe,
 	ParseFunc:        parseStripe,
 	Replayable:       true,
-	BodyKeys:         []string{"id", "type", "created"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		return http.Header{"Stripe-Signature": {SignStripe(secret, d.At.Unix(), d.Body)}}, nil
 	},
