@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/riverqueue/river"
 
@@ -17,11 +18,14 @@ import (
 
 // Claim is a verified delivery about to be claimed.
 type Claim struct {
-	Namespace  string
-	EventID    string
-	Provider   string
-	Source     string
-	Type       string
+	Namespace string
+	EventID   string
+	Provider  string
+	Source    string
+	Type      string
+	// Payload is the delivered body. The claim reads it until Claim
+	// returns, from the batch's goroutine, and never changes it: it must
+	// not change before then.
 	Payload    []byte
 	OccurredAt time.Time
 	Headers    map[string]string
@@ -212,7 +216,9 @@ func ClaimStatement(rows []Claim) (string, []any) {
 	)
 	for i, c := range rows {
 		namespaces[i], eventIDs[i], providers[i], sources[i], types[i] = c.Namespace, c.EventID, c.Provider, c.Source, c.Type
-		payloads[i] = string(c.Payload)
+		// The body as a string without a copy: pgx copies it into the
+		// statement, and nothing changes it while the claim runs (Payload).
+		payloads[i] = unsafe.String(unsafe.SliceData(c.Payload), len(c.Payload))
 		h, _ := json.Marshal(c.Headers) // a map of strings always marshals
 		headers[i] = string(h)
 		if c.SecretIndex != nil {

@@ -1,7 +1,6 @@
 package receiver
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -67,10 +66,36 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, b *budget) (b
 	}
 	var once sync.Once
 	release = func() { once.Do(func() { b.release(want) }) }
-	var buf bytes.Buffer
-	if _, err := io.Copy(&buf, http.MaxBytesReader(w, r.Body, limit)); err != nil {
+	body, err = readAll(http.MaxBytesReader(w, r.Body, limit), min(want, firstAlloc))
+	if err != nil {
 		release()
 		return nil, func() {}, err
 	}
-	return buf.Bytes(), release, nil
+	return body, release, nil
+}
+
+// firstAlloc bounds the buffer a body is first read into, sized by its
+// declared length: a typical delivery is read into one allocation of its
+// own size, and a larger one grows as its bytes arrive. What it allocates
+// before a byte arrives is inside the budget the declaration reserved.
+const firstAlloc = 32 << 10
+
+// readAll is io.ReadAll into a buffer of size bytes first, with one byte
+// more so that a body of exactly the declared length meets its end
+// without growing the buffer.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	b := make([]byte, 0, size+1)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow as append does
+		}
+	}
 }

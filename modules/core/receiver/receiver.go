@@ -107,7 +107,7 @@ func (h *handler) receive(c *gin.Context) {
 		h.answer(c, "unknown", metrics.OutcomeNotFound, http.StatusNotFound, Response{Error: "unknown webhook source"})
 		return
 	}
-	log = log.With(zap.String("source", src.Name))
+	log = log.WithLazy(zap.String("source", src.Name))
 	if src.AllowIPs != nil && !src.AllowIPs.Allows(c.ClientIP()) {
 		log.Info("client address not in allow_ips", zap.String("client_ip", c.ClientIP()))
 		h.cfg.Metrics.AllowlistRefusals.WithLabelValues(src.Name).Inc()
@@ -156,7 +156,7 @@ func (h *handler) receive(c *gin.Context) {
 		c.JSON(http.StatusOK, ev.Reply)
 		return
 	}
-	log = log.With(zap.String("event_id", ev.ID), zap.String("event_type", ev.Type))
+	log = log.WithLazy(zap.String("event_id", ev.ID), zap.String("event_type", ev.Type))
 
 	if h.cfg.ShortCircuit.Seen(c.Request.Context(), src.Name, claim.Namespace, claim.EventID) {
 		h.answer(c, src.Name, metrics.OutcomeDuplicate, http.StatusOK, Response{Status: "duplicate", EventID: ev.ID})

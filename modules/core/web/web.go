@@ -28,9 +28,9 @@ func Middleware(base *zap.Logger) gin.HandlerFunc {
 			id = newID()
 		}
 		c.Header(RequestIDHeader, id)
-		log := base.With(zap.String("request_id", id))
+		log := base.WithLazy(zap.String("request_id", id))
 		if sc := trace.SpanContextFromContext(c.Request.Context()); sc.IsValid() {
-			log = log.With(zap.String("trace_id", sc.TraceID().String()))
+			log = log.WithLazy(zap.String("trace_id", sc.TraceID().String()))
 		}
 		c.Set(loggerKey, log)
 		c.Next()
