@@ -206,19 +206,55 @@ func applyLocked(ctx context.Context, tx *Tx, reg *Registry, k EventKey, row *lo
 // goroutine is left to finish on its own.
 func runHandler(ctx context.Context, tx *Tx, h HandlerFunc, ev *Event) error {
 	done := make(chan error, 1)
-	go func() {
+	goHandler(func() {
 		defer func() {
 			if v := recover(); v != nil {
 				done <- &PanicError{Value: v, Stack: stack()}
 			}
 		}()
 		done <- h(ctx, tx, ev)
-	}()
+	})
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("handler still running when the apply ended, abandoned: %w", context.Cause(ctx))
+	}
+}
+
+// handlerRunner is a goroutine that runs handlers for runHandler, one at a
+// time. Runners are kept between handlers (idleRunners), so that a handler
+// runs on a stack that earlier ones grew: a handler that reads a payload
+// with provider.DecodeFields recurses as deep as the JSON nests, and on a
+// new goroutine's stack every event paid for growing it (a tenth of the
+// apply's CPU). A runner whose handler hangs is abandoned with it, and
+// comes back when the handler returns.
+type handlerRunner chan func()
+
+// idleRunners holds the runners waiting for a handler; runners beyond its
+// capacity end when their handler returns.
+var idleRunners = make(chan handlerRunner, 64)
+
+// goHandler runs f on an idle runner, else on a new one.
+func goHandler(f func()) {
+	select {
+	case r := <-idleRunners:
+		r <- f
+	default:
+		r := make(handlerRunner)
+		go r.run(f)
+	}
+}
+
+func (r handlerRunner) run(f func()) {
+	for {
+		f()
+		select {
+		case idleRunners <- r:
+		default:
+			return
+		}
+		f = <-r
 	}
 }
 
