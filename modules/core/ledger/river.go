@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
@@ -89,6 +91,23 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	return client, nil
+}
+
+// newClaimInserter is the insert-only River client of the claim, on
+// River's pgx driver: the claim runs on pgx (Store.claim). It inserts jobs
+// as the process's client would: the same default attempts, the same
+// insert middleware; it works nothing, so it needs no pool of its own.
+func newClaimInserter(middleware []rivertype.Middleware) *river.Client[pgx.Tx] {
+	client, err := river.NewClient(riverpgxv5.New(nil), &river.Config{
+		Logger:      slog.New(slog.DiscardHandler),
+		MaxAttempts: ApplyMaxAttempts,
+		Middleware:  middleware,
+	})
+	if err != nil {
+		// An insert-only configuration of constants: it cannot be refused.
+		panic(fmt.Sprintf("ledger: claim inserter: %v", err))
+	}
+	return client
 }
 
 // SlogLogger bridges a zap logger to slog for River and riverui.

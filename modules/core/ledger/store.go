@@ -3,7 +3,9 @@ package ledger
 import (
 	"database/sql"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/hookledger/hookledger/ent"
 )
@@ -17,6 +19,8 @@ type Store struct {
 	db   *sql.DB
 	ent  *ent.Client
 	jobs *river.Client[*sql.Tx]
+	// claimJobs inserts the claim's apply jobs (Store.claim).
+	claimJobs *river.Client[pgx.Tx]
 	// logOnly applies duplicates again (CLAIM_MODE=log-only). It is the
 	// one place the claim mode is decided: ClaimResult tells the receiver.
 	logOnly bool
@@ -26,10 +30,13 @@ type Store struct {
 type StoreOptions struct {
 	// LogOnly is CLAIM_MODE=log-only: duplicates are applied again.
 	LogOnly bool
+	// Middleware wraps the claim's job inserts, as RiverOptions.Middleware
+	// wraps the River client's (tracing).
+	Middleware []rivertype.Middleware
 }
 
 // NewStore is the ledger on db, whose apply jobs jobs inserts: a client
 // with workers, or an insert-only one for the CLI.
 func NewStore(db *sql.DB, jobs *river.Client[*sql.Tx], o StoreOptions) *Store {
-	return &Store{db: db, ent: entClient(db), jobs: jobs, logOnly: o.LogOnly}
+	return &Store{db: db, ent: entClient(db), jobs: jobs, claimJobs: newClaimInserter(o.Middleware), logOnly: o.LogOnly}
 }
