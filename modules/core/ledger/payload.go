@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -27,6 +28,62 @@ const (
 // the escaped NUL character, an unpaired UTF-16 surrogate escape, and
 // numbers outside PostgreSQL's numeric range.
 func CheckPayload(body []byte) error {
+	if plainlyStorable(body) {
+		return nil
+	}
+	return checkPayload(body)
+}
+
+// plainlyStorable is CheckPayload's fast path, for a body that is JSON: it
+// passes a body that it can tell at a glance holds nothing jsonb refuses,
+// and leaves any doubt to checkPayload, which reads every string and
+// number. In JSON a backslash is only ever inside a string, where it
+// starts an escape, so the escapes are found by looking for backslashes
+// alone; and a number outside numeric's range has an exponent (a digit
+// followed by e or E, which a string may hold too: a doubt), or more
+// digits than numericMaxScale, so more bytes than a body shorter than
+// that has.
+func plainlyStorable(body []byte) bool {
+	if len(body) > numericMaxScale || !utf8.Valid(body) {
+		return false
+	}
+	for i := bytes.IndexByte(body, '\\'); i >= 0; {
+		if i+1 >= len(body) {
+			return false
+		}
+		next := i + 2
+		if body[i+1] == 'u' {
+			if r := hex4(body[i+2:]); r <= 0 || r >= 0xD800 && r < 0xE000 {
+				return false
+			}
+			next = i + 6
+		}
+		if next >= len(body) {
+			break
+		}
+		j := bytes.IndexByte(body[next:], '\\')
+		if j < 0 {
+			break
+		}
+		i = next + j
+	}
+	for _, e := range []byte{'e', 'E'} {
+		for i := bytes.IndexByte(body, e); i >= 0; {
+			if i > 0 && isDigit(body[i-1]) {
+				return false
+			}
+			j := bytes.IndexByte(body[i+1:], e)
+			if j < 0 {
+				break
+			}
+			i += 1 + j
+		}
+	}
+	return true
+}
+
+// checkPayload is CheckPayload reading every string and number.
+func checkPayload(body []byte) error {
 	if !utf8.Valid(body) {
 		return unstorable("the body is not valid UTF-8")
 	}

@@ -2,7 +2,10 @@ package ledger_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,6 +52,34 @@ func TestCheckPayloadAgreesWithJSONB(t *testing.T) {
 			require.True(t, ledger.IsBadData(goErr))
 		}
 	}
+}
+
+// FuzzCheckPayloadFastPath: CheckPayload's fast path passes no JSON that
+// reading every string and number refuses, and refuses nothing that it
+// passes (its doubts go to the full read).
+func FuzzCheckPayloadFastPath(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"evt_1","n":1}`, `{"s":"\u0000"}`, `{"s":"\\u0000"}`, `{"s":"\\\u0000"}`, `{"s":"\ud83d\ude00"}`,
+		`{"s":"\ud800"}`, `{"s":"\udc00x"}`, `{"s":"sku_1e999999"}`, `[1e131072]`, `[1E-16384]`, `[true,false,null]`,
+		`{"s":"\\"}`, `{"s":"a\"b"}`, `{"s":"\u00e9"}`, "{\"s\":\"\xff\"}", `[-0e5]`, `[0.5]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	files, err := filepath.Glob("../../../testdata/providers/*/*.json")
+	require.NoError(f, err)
+	require.NotEmpty(f, files)
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !json.Valid(body) {
+			return // CheckPayload reads bodies the parse found to be JSON
+		}
+		fast, full := ledger.CheckPayload(body), ledger.CheckPayloadFully(body)
+		require.Equal(t, full == nil, fast == nil, "fast path %v, full read %v", fast, full)
+	})
 }
 
 // TestUnstorablePayloadIsRefusedBeforeTheClaim: through either claim path,
