@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/provider"
 )
 
 // Register adds the module's handler.
@@ -28,8 +29,14 @@ type push struct {
 }
 
 func applyPush(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+	// One pass over the push, skipping its commits and the repository's
+	// other fields without decoding them.
 	var p push
-	if err := json.Unmarshal(ev.Payload, &p); err != nil {
+	err := provider.DecodeFields(ev.Payload, provider.Field{Name: "ref", Dst: &p.Ref}, provider.Field{Name: "before", Dst: &p.Before},
+		provider.Field{Name: "after", Dst: &p.After}, provider.Field{Name: "deleted", Dst: &p.Deleted},
+		provider.Field{Name: "repository", Fields: []provider.Field{
+			{Name: "full_name", Dst: &p.Repository.FullName}, {Name: "pushed_at", Dst: &p.Repository.PushedAt}}})
+	if err != nil {
 		return ledger.Permanent(fmt.Errorf("decode push: %w", err))
 	}
 	if p.Ref == "" || p.Repository.FullName == "" {
@@ -40,7 +47,7 @@ func applyPush(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
 	if err := json.Unmarshal(p.Repository.PushedAt, &pushedAt); err != nil {
 		return ledger.Permanent(fmt.Errorf("push repository.pushed_at %s: %w", p.Repository.PushedAt, err))
 	}
-	_, err := tx.ExecContext(ctx, `
+	_, err = tx.ExecContext(ctx, `
 		INSERT INTO github_branch AS b (repository, ref, head_sha, deleted, pushed_at, delivery_id)
 		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (repository, ref) DO UPDATE

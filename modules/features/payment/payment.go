@@ -135,20 +135,35 @@ type stripeObject struct {
 	} `json:"payments"`
 }
 
+// decodeStripe reads the event's created and the fields of its
+// data.object in the one pass of provider.DecodeFields, which skips the
+// rest of the event without decoding it; only the invoice's payments list,
+// small, is decoded as a whole.
 func decodeStripe(ev *ledger.Event) (stripeObject, int64, error) {
-	var e struct {
-		Created int64 `json:"created"`
-		Data    struct {
-			Object stripeObject `json:"object"`
-		} `json:"data"`
+	var (
+		created  int64
+		o        stripeObject
+		payments json.RawMessage
+	)
+	object := []provider.Field{
+		{Name: "id", Dst: &o.ID}, {Name: "amount", Dst: &o.Amount}, {Name: "amount_received", Dst: &o.AmountReceived},
+		{Name: "amount_refunded", Dst: &o.AmountRefunded}, {Name: "amount_paid", Dst: &o.AmountPaid},
+		{Name: "currency", Dst: &o.Currency}, {Name: "customer", Dst: &o.Customer},
+		{Name: "payment_intent", Dst: &o.PaymentIntent},
+		{Name: "payments", Fields: []provider.Field{{Name: "data", Dst: &payments}}},
 	}
-	if err := json.Unmarshal(ev.Payload, &e); err != nil {
+	err := provider.DecodeFields(ev.Payload, provider.Field{Name: "created", Dst: &created},
+		provider.Field{Name: "data", Fields: []provider.Field{{Name: "object", Fields: object}}})
+	if err == nil && len(payments) > 0 {
+		err = json.Unmarshal(payments, &o.Payments.Data)
+	}
+	if err != nil {
 		return stripeObject{}, 0, ledger.Permanent(fmt.Errorf("decode %s: %w", ev.Type, err))
 	}
-	if e.Data.Object.ID == "" {
+	if o.ID == "" {
 		return stripeObject{}, 0, ledger.Permanent(fmt.Errorf("%s without data.object.id", ev.Type))
 	}
-	return e.Data.Object, e.Created, nil
+	return o, created, nil
 }
 
 func (m *module) stripePaymentIntent(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
