@@ -1,11 +1,13 @@
 package payment
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -61,14 +63,61 @@ func statusOf(amount, refunded int64) string {
 	}
 }
 
-// merge writes p into the payment table: a new row, or a merge that only
-// moves amounts, refunds and version forward, whatever the order of events.
-// It reports whether this call created the row.
-func merge(ctx context.Context, tx *ledger.Tx, p Payment) (bool, error) {
-	var inserted bool
-	err := tx.QueryRowContext(ctx, `
-		INSERT INTO payment AS p (provider, external_id, customer_id, amount, amount_refunded, currency, status, version, namespace)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+// paymentsKey stages the payment merges of a batch.
+type paymentsKey struct{}
+
+// payKey is a payment row's unique key.
+type payKey struct{ namespace, provider, externalID string }
+
+// merges is the payments a batch's events describe, each folded into one
+// per row: a merge only moves amounts, refunds and the version forward and
+// fills an empty customer or currency, so folding in apply order and then
+// merging once gives the row that merging each event in turn would.
+type merges struct {
+	order []payKey
+	byKey map[payKey]*Payment
+}
+
+func (ms *merges) add(p Payment) {
+	k := payKey{p.Namespace, p.Provider, p.ExternalID}
+	f, ok := ms.byKey[k]
+	if !ok {
+		ms.order = append(ms.order, k)
+		ms.byKey[k] = &p
+		return
+	}
+	if f.CustomerID == "" {
+		f.CustomerID = p.CustomerID
+	}
+	if f.Currency == "" {
+		f.Currency = p.Currency
+	}
+	f.Amount, f.AmountRefunded, f.Version = max(f.Amount, p.Amount), max(f.AmountRefunded, p.AmountRefunded), max(f.Version, p.Version)
+}
+
+// Flush merges the batch's payments in one statement, in key order (rows
+// are locked in that order, so batches that share rows wait for each
+// other instead of deadlocking), and enqueues one receipt for each row it
+// created, in the same transaction.
+func (ms *merges) Flush(ctx context.Context, tx *ledger.Tx) error {
+	slices.SortFunc(ms.order, func(a, b payKey) int {
+		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.provider, b.provider), cmp.Compare(a.externalID, b.externalID))
+	})
+	n := len(ms.order)
+	var (
+		namespaces, providers, ids, customers = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		currencies, statuses                  = make([]string, n), make([]string, n)
+		amounts, refunded, versions           = make([]int64, n), make([]int64, n), make([]int64, n)
+	)
+	for i, k := range ms.order {
+		p := ms.byKey[k]
+		namespaces[i], providers[i], ids[i], customers[i] = p.Namespace, p.Provider, p.ExternalID, p.CustomerID
+		currencies[i], statuses[i] = p.Currency, statusOf(p.Amount, p.AmountRefunded)
+		amounts[i], refunded[i], versions[i] = p.Amount, p.AmountRefunded, p.Version
+	}
+	rows, err := tx.QueryContext(ctx, `
+		INSERT INTO payment AS p (namespace, provider, external_id, customer_id, amount, amount_refunded, currency, status, version)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::bigint[])
 		ON CONFLICT (namespace, provider, external_id) DO UPDATE SET
 			customer_id     = CASE WHEN p.customer_id = '' THEN EXCLUDED.customer_id ELSE p.customer_id END,
 			currency        = CASE WHEN p.currency = '' THEN EXCLUDED.currency ELSE p.currency END,
@@ -80,40 +129,38 @@ func merge(ctx context.Context, tx *ledger.Tx, p Payment) (bool, error) {
 				ELSE 'partially_refunded' END,
 			version         = GREATEST(p.version, EXCLUDED.version),
 			updated_at      = CURRENT_TIMESTAMP
-		RETURNING (xmax = 0)`,
-		p.Provider, p.ExternalID, p.CustomerID, p.Amount, p.AmountRefunded, p.Currency,
-		statusOf(p.Amount, p.AmountRefunded), p.Version, p.Namespace,
-	).Scan(&inserted)
+		RETURNING p.namespace, p.provider, p.external_id, (xmax = 0)`,
+		namespaces, providers, ids, customers, amounts, refunded, currencies, statuses, versions)
 	if err != nil {
-		return false, fmt.Errorf("merge payment %s/%s: %w", p.Provider, p.ExternalID, err)
+		return fmt.Errorf("merge %d payment(s): %w", n, err)
 	}
-	return inserted, nil
+	defer rows.Close()
+	var receipts []river.InsertManyParams
+	for rows.Next() {
+		var (
+			k       payKey
+			created bool
+		)
+		if err := rows.Scan(&k.namespace, &k.provider, &k.externalID, &created); err != nil {
+			return fmt.Errorf("merge %d payment(s): %w", n, err)
+		}
+		if created {
+			receipts = append(receipts, river.InsertManyParams{Args: ReceiptArgs{PaymentID: k.externalID, Provider: k.provider, Namespace: k.namespace}})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("merge %d payment(s): %w", n, err)
+	}
+	return tx.InsertJobs(ctx, receipts)
 }
 
-// record merges p and, when the row is new, enqueues its one receipt. The
-// receipts of a batch are inserted together, in one statement, by a write
-// staged in the apply transaction: still in the transaction that creates
-// their rows.
-func (m *module) record(ctx context.Context, tx *ledger.Tx, ev *ledger.Event, p Payment) error {
+// record stages p's merge into the payment table, which runs once for the
+// batch's events (merges.Flush) and enqueues the one receipt of a payment
+// when it creates its row: in the transaction that creates it.
+func (m *module) record(_ context.Context, tx *ledger.Tx, ev *ledger.Event, p Payment) error {
 	p.Namespace = ev.Namespace
-	created, err := merge(ctx, tx, p)
-	if err != nil || !created {
-		return err
-	}
-	r := ledger.Stage(tx, receiptsKey{}, func() *receipts { return &receipts{} })
-	r.jobs = append(r.jobs, river.InsertManyParams{Args: ReceiptArgs{PaymentID: p.ExternalID, Provider: p.Provider, Namespace: p.Namespace}})
+	ledger.Stage(tx, paymentsKey{}, func() *merges { return &merges{byKey: map[payKey]*Payment{}} }).add(p)
 	return nil
-}
-
-// receiptsKey stages the receipt jobs of a batch.
-type receiptsKey struct{}
-
-// receipts is the receipt jobs of the payments a batch created.
-type receipts struct{ jobs []river.InsertManyParams }
-
-// Flush inserts the receipt jobs.
-func (r *receipts) Flush(ctx context.Context, tx *ledger.Tx) error {
-	return tx.InsertJobs(ctx, r.jobs)
 }
 
 // stripeObject is the data.object of the Stripe events handled here.

@@ -262,3 +262,54 @@ func TestBatchReceiptsOncePerPayment(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchMergesAsOneByOne: a batch that holds several events of one
+// payment and an event of another that is already stored leaves the rows
+// and the receipts that applying its events one by one leaves. A batch
+// applies in key order, and these ids put the full refund before the
+// partial one and both before the payment itself.
+func TestBatchMergesAsOneByOne(t *testing.T) {
+	t.Parallel()
+	events := []stripeEvent{
+		chargeRefunded("evt_1_r2", "pi_A", 1000, 1000),
+		chargeRefunded("evt_2_r1", "pi_A", 1000, 300),
+		piSucceeded("evt_3_pi", "pi_A", 1000),
+		invoicePaid("evt_4_inv", "pi_A", 1000),
+		chargeRefunded("evt_5_s1", "pi_S", 800, 200), // pi_S is stored before the batch
+	}
+	type row struct {
+		Amount, Refunded, Version  int64
+		Status, Customer, Currency string
+	}
+	rows := func(h *ledgertest.Harness) map[string]row {
+		out := map[string]row{}
+		for _, id := range []string{"pi_A", "pi_S"} {
+			p := paymentRow(t, h, "stripe", id)
+			out[id] = row{p.Amount, p.AmountRefunded, p.Version, string(p.Status), p.CustomerID, p.Currency}
+		}
+		return out
+	}
+	alone, _ := setup(t, 0, nil)
+	deliver(t, alone, piSucceeded("evt_0_s0", "pi_S", 800))
+	for _, e := range events {
+		deliver(t, alone, e)
+	}
+	want := rows(alone)
+	require.Equal(t, row{1000, 1000, 200, "refunded", "cus_1", "eur"}, want["pi_A"])
+	require.Equal(t, 2, receiptJobs(t, alone))
+
+	h, _ := setup(t, 2, nil)
+	deliver(t, h, piSucceeded("evt_0_s0", "pi_S", 800))
+	batch := make([]ledgertest.BatchEvent, len(events))
+	for i, e := range events {
+		batch[i] = ledgertest.BatchEvent{ID: e.id, Type: e.typ, Payload: e.body}
+	}
+	h.InsertBatch(t, "stripe", batch...)
+	for _, e := range events {
+		h.WaitSettled(t, "stripe", e.id)
+	}
+	require.Equal(t, want, rows(h))
+	require.Equal(t, 2, receiptJobs(t, h), "one receipt per payment")
+	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND args->>'event_id' <> 'evt_0_s0'`),
+		"applied as one batch, never split")
+}
