@@ -69,17 +69,8 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 	if err := o.Registry.addWorkers(workers); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
-	cfg := &river.Config{
-		Logger:               SlogLogger(o.Logger.Named("river")),
-		JobTimeout:           ApplyTimeout,
-		RescueStuckJobsAfter: RescueStuckJobsAfter,
-		MaxAttempts:          ApplyMaxAttempts,
-		// River fetches at most once per cooldown, so its default (100 ms)
-		// caps a queue at workers/0.1 s jobs per second.
-		FetchCooldown: FetchCooldown,
-		PollOnly:      listener == nil,
-		Middleware:    o.Middleware,
-	}
+	cfg := clientConfig(SlogLogger(o.Logger.Named("river")), o.Middleware)
+	cfg.PollOnly = listener == nil
 	if o.Workers > 0 {
 		cfg.Workers = workers
 		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}}
@@ -93,16 +84,32 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 	return client, nil
 }
 
+// clientConfig is what every River client of a process shares, the
+// claim's insert-only one included (newClaimInserter): how a job is
+// inserted (its default attempts, the insert middleware, how often
+// inserts wake the workers) and how it runs.
+func clientConfig(logger *slog.Logger, middleware []rivertype.Middleware) *river.Config {
+	return &river.Config{
+		Logger:               logger,
+		JobTimeout:           ApplyTimeout,
+		RescueStuckJobsAfter: RescueStuckJobsAfter,
+		MaxAttempts:          ApplyMaxAttempts,
+		// River fetches at most once per cooldown, so its default (100 ms)
+		// caps a queue at workers/0.1 s jobs per second. A client that
+		// inserts also notifies the workers at most once per cooldown: with
+		// River's default, a job inserted within 100 ms of the last
+		// notice waits for the workers' next poll.
+		FetchCooldown: FetchCooldown,
+		Middleware:    middleware,
+	}
+}
+
 // newClaimInserter is the insert-only River client of the claim, on
 // River's pgx driver: the claim runs on pgx (Store.claim). It inserts jobs
-// as the process's client would: the same default attempts, the same
-// insert middleware; it works nothing, so it needs no pool of its own.
+// as the process's client would (clientConfig); it works nothing, so it
+// needs no pool of its own.
 func newClaimInserter(middleware []rivertype.Middleware) *river.Client[pgx.Tx] {
-	client, err := river.NewClient(riverpgxv5.New(nil), &river.Config{
-		Logger:      slog.New(slog.DiscardHandler),
-		MaxAttempts: ApplyMaxAttempts,
-		Middleware:  middleware,
-	})
+	client, err := river.NewClient(riverpgxv5.New(nil), clientConfig(slog.New(slog.DiscardHandler), middleware))
 	if err != nil {
 		// An insert-only configuration of constants: it cannot be refused.
 		panic(fmt.Sprintf("ledger: claim inserter: %v", err))
