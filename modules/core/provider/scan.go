@@ -379,8 +379,13 @@ func firstElement(fields []Field) memberFunc {
 }
 
 // set stores the raw value of f's member, as encoding/json would: null
-// leaves the destination as it was.
+// leaves the destination as it was, except a *json.RawMessage, which
+// receives null as it receives any value.
 func (f *Field) set(value []byte) error {
+	if dst, ok := f.Dst.(*json.RawMessage); ok && len(f.Fields) == 0 {
+		*dst = value
+		return nil
+	}
 	if bytes.Equal(value, []byte("null")) {
 		return nil
 	}
@@ -392,9 +397,6 @@ func (f *Field) set(value []byte) error {
 		return fmt.Errorf("json: cannot unmarshal %s into field %s (want %s)", kind(value), f.Name, want)
 	}
 	switch dst := f.Dst.(type) {
-	case *json.RawMessage:
-		*dst = value
-		return nil
 	case *string:
 		// Most strings a handler reads are ids without escapes: taken as
 		// they are, they skip encoding/json's second scan and reflection.

@@ -144,3 +144,18 @@ func TestDecodeFieldsRefusesWrongShapes(t *testing.T) {
 		require.Error(t, err, body)
 	}
 }
+
+// TestRawMessageReadsAsEncodingJSON: a *json.RawMessage receives what
+// decoding into a struct gives it, null included.
+func TestRawMessageReadsAsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{`{"a":null}`, `{"a":1,"a":null}`, `{"a":null,"a":[1]}`, `{}`, `{"A":"x"}`, `{"a":{"b":null}}`} {
+		var want struct {
+			A json.RawMessage `json:"a"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &want))
+		var got json.RawMessage
+		require.NoError(t, DecodeFields([]byte(body), Field{Name: "a", Dst: &got}))
+		require.Equal(t, string(want.A), string(got), body)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/features/branchhead"
 	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
@@ -73,4 +74,20 @@ func TestSameSecondPushesFollowTheChain(t *testing.T) {
 			require.Equal(t, "ccc", sha)
 		})
 	}
+}
+
+// TestNullPushedAtIsTimeZero: a push whose repository.pushed_at is null is
+// recorded at time zero, as decoding it into a struct reads it, and a
+// later push moves the branch on; one without pushed_at is refused.
+func TestNullPushedAtIsTimeZero(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	null := []byte(`{"ref":"refs/heads/dev","before":"aaa","after":"bbb","deleted":false,"repository":{"full_name":"acme/api","pushed_at":null}}`)
+	require.NoError(t, h.Deliver(t, "github", "d-null", "push", null))
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM github_branch WHERE ref = 'refs/heads/dev' AND head_sha = 'bbb' AND pushed_at = 0`))
+	later := []byte(`{"ref":"refs/heads/dev","before":"bbb","after":"ccc","deleted":false,"repository":{"full_name":"acme/api","pushed_at":5}}`)
+	require.NoError(t, h.Deliver(t, "github", "d-later", "push", later))
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM github_branch WHERE ref = 'refs/heads/dev' AND head_sha = 'ccc'`))
+	absent := []byte(`{"ref":"refs/heads/x","before":"a","after":"b","deleted":false,"repository":{"full_name":"acme/api"}}`)
+	require.True(t, ledger.IsPermanent(h.Deliver(t, "github", "d-absent", "push", absent)))
 }
