@@ -143,14 +143,18 @@ func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool) (map
 	// TestLockPlanIgnoresStaleStats).
 	//
 	// An apply settles unsettled rows, and its update locks them as it
-	// reaches them, walking the keys in the order given, through the unique
-	// index: a row lock and a second index probe fewer per row than a
-	// locking subquery (a sixth of the statement's cost). Should a plan
-	// not follow that order, two applies of overlapping batches (a rescued
-	// or requeued job beside the first) could deadlock; PostgreSQL ends one
-	// and the apply retries it as contention. A forced apply also settles
-	// rows that were settled, and must know which were, so it locks them in
-	// a subquery first, in key order, and reads their status there.
+	// reaches them: a row lock and a second index probe fewer per row than
+	// a locking subquery (a sixth of the statement's cost). On a ledger of
+	// any size the plan walks the sorted keys through the unique index, so
+	// rows are locked in key order; on a small one (a few hundred rows) a
+	// hash join over a sequential scan is cheaper, and rows are locked in
+	// heap order. Two applies of overlapping batches (a rescued or requeued
+	// job beside the first; batches of fresh claims never overlap) planned
+	// differently could then deadlock: PostgreSQL ends one after
+	// deadlock_timeout, and the apply retries it as contention, not counted
+	// as an attempt. A forced apply also settles rows that were settled,
+	// and must know which were, so it locks them in a subquery first, in
+	// key order, and reads their status there.
 	query := `
 		UPDATE webhook_event e
 		SET status = ` + settledSQL + `, settled_at = now(), attempts = e.attempts + 1, last_error = NULL,

@@ -39,10 +39,11 @@ func CheckPayload(body []byte) error {
 // and leaves any doubt to checkPayload, which reads every string and
 // number. In JSON a backslash is only ever inside a string, where it
 // starts an escape, so the escapes are found by looking for backslashes
-// alone; and a number outside numeric's range has an exponent (a digit
-// followed by e or E, which a string may hold too: a doubt), or more
-// digits than numericMaxScale, so more bytes than a body shorter than
-// that has.
+// alone; and a number outside numeric's range has an exponent (an e or E
+// after a digit, or after a point in a body that is not JSON, which the
+// full read takes as a number too; a string may hold either: a doubt),
+// or more digits than numericMaxScale, so more bytes than a body shorter
+// than that has.
 func plainlyStorable(body []byte) bool {
 	if len(body) > numericMaxScale || !utf8.Valid(body) {
 		return false
@@ -69,7 +70,7 @@ func plainlyStorable(body []byte) bool {
 	}
 	for _, e := range []byte{'e', 'E'} {
 		for i := bytes.IndexByte(body, e); i >= 0; {
-			if i > 0 && isDigit(body[i-1]) {
+			if i > 0 && (isDigit(body[i-1]) || body[i-1] == '.') {
 				return false
 			}
 			j := bytes.IndexByte(body[i+1:], e)

@@ -2,7 +2,6 @@ package ledger_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,9 +53,10 @@ func TestCheckPayloadAgreesWithJSONB(t *testing.T) {
 	}
 }
 
-// FuzzCheckPayloadFastPath: CheckPayload's fast path passes no JSON that
-// reading every string and number refuses, and refuses nothing that it
-// passes (its doubts go to the full read).
+// FuzzCheckPayloadFastPath: CheckPayload's fast path passes no body that
+// reading every string and number refuses, JSON or not (a claim built
+// without a provider's parse may hold anything), and refuses nothing that
+// it passes (its doubts go to the full read).
 func FuzzCheckPayloadFastPath(f *testing.F) {
 	for _, seed := range []string{
 		`{"id":"evt_1","n":1}`, `{"s":"\u0000"}`, `{"s":"\\u0000"}`, `{"s":"\\\u0000"}`, `{"s":"\ud83d\ude00"}`,
@@ -74,12 +74,20 @@ func FuzzCheckPayloadFastPath(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if !json.Valid(body) {
-			return // CheckPayload reads bodies the parse found to be JSON
-		}
 		fast, full := ledger.CheckPayload(body), ledger.CheckPayloadFully(body)
 		require.Equal(t, full == nil, fast == nil, "fast path %v, full read %v", fast, full)
 	})
+}
+
+// TestCheckPayloadFastPathOnBodiesThatAreNotJSON: a claim built without a
+// provider's parse may hold a body that is not JSON; where the full read
+// refuses one, so does CheckPayload.
+func TestCheckPayloadFastPathOnBodiesThatAreNotJSON(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{`[1.e999999]`, `{"n":1.E-99999}`, `[-1.e131072]`} {
+		require.Error(t, ledger.CheckPayloadFully([]byte(body)), body)
+		require.ErrorIs(t, ledger.CheckPayload([]byte(body)), ledger.ErrUnstorable, body)
+	}
 }
 
 // TestUnstorablePayloadIsRefusedBeforeTheClaim: through either claim path,
