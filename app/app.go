@@ -145,6 +145,7 @@ func (a *App) registerModules() {
 			DB: a.db, Source: intakeSource(a.cfg, a.cfg.ReconcileSource, "stripe"),
 			Stripe:   replay.StripeOptions{APIBase: a.cfg.StripeAPIBase, APIKey: a.cfg.StripeAPIKey.Reveal()},
 			Interval: a.cfg.ReconcileInterval, Window: a.cfg.ReconcileWindow, Logger: a.log.Named("reconcile"),
+			Middleware: a.riverMiddleware(),
 		})
 	}
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/hookledger/hookledger/ent"
 )
 
-// Store is the ledger: the database (through database/sql and through ent),
-// the River client that enqueues and retries apply jobs, and the claim
-// mode. Every operation on webhook_event is one of its methods; the
+// Store is the ledger: the database (through database/sql and through ent,
+// and the claim through pgx itself), the River clients that enqueue and
+// retry apply jobs, and the claim mode. Every operation on webhook_event is one of its methods; the
 // receiver, replay, the admin API, the console and the CLI each depend on
 // a small interface of the methods they use, declared where they use it.
 type Store struct {

@@ -28,6 +28,9 @@ type ReconcileConfig struct {
 	Interval time.Duration
 	Window   time.Duration
 	Logger   *zap.Logger
+	// Middleware wraps the claims' job inserts, as the process's River
+	// client's wraps its own (tracing).
+	Middleware []rivertype.Middleware
 }
 
 // RegisterReconcile schedules reconciliation on the elected leader.
@@ -75,7 +78,7 @@ func (w *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 	}
 	o := w.cfg.Stripe
 	o.Since, o.Until, o.FailedOnly = since.Add(-overlap), now, true
-	sink := &Direct{Source: w.cfg.Source, Claimer: ledger.NewStore(w.cfg.DB, client, ledger.StoreOptions{})}
+	sink := &Direct{Source: w.cfg.Source, Claimer: ledger.NewStore(w.cfg.DB, client, ledger.StoreOptions{Middleware: w.cfg.Middleware})}
 	stats, err := Stripe(ctx, o, sink, nil)
 	w.cfg.Logger.Info("reconciled stripe events", zap.Time("since", o.Since), zap.Int64("fetched", stats.Fetched),
 		zap.Int64("new", stats.New), zap.Int64("duplicate", stats.Duplicate), zap.Int64("failed", stats.Failed))

@@ -7,10 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
@@ -284,22 +288,36 @@ func TestGitHubRedeliversMissingFailures(t *testing.T) {
 
 // TestReconcileCatchesUpOnItsOwn: the periodic job replays Stripe's
 // undelivered events and moves the watermark, with no one running a
-// command.
+// command; its claims insert their apply jobs through the insert
+// middleware it was given (tracing, in the service).
 func TestReconcileCatchesUpOnItsOwn(t *testing.T) {
 	t.Parallel()
 	now := time.Now().Unix()
 	fake, srv := newFakeStripe(t, 12, func(i int) int64 { return now - 600 + int64(i) })
+	var inserted atomic.Int64
+	counting := river.JobInsertMiddlewareFunc(func(ctx context.Context, params []*rivertype.JobInsertParams,
+		doInner func(context.Context) ([]*rivertype.JobInsertResult, error),
+	) ([]*rivertype.JobInsertResult, error) {
+		for _, p := range params {
+			if strings.HasPrefix(p.Kind, "apply_") {
+				inserted.Add(1)
+			}
+		}
+		return doInner(ctx)
+	})
 	h := ledgertest.New(t, 2, func(h *ledgertest.Harness) {
 		RegisterReconcile(h.Registry, ReconcileConfig{
 			DB: h.DB.SQL, Source: stripeSource(),
 			Stripe:   StripeOptions{APIBase: srv.URL, APIKey: "sk_test_key", HTTP: srv.Client()},
 			Interval: time.Hour, Window: time.Hour, Logger: zap.NewNop(),
+			Middleware: []rivertype.Middleware{counting},
 		})
 	})
 	dbtest.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM replay_watermark WHERE source = 'stripe'`) == 1
 	})
 	require.Equal(t, 12, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE replayed`))
+	require.Equal(t, int64(12), inserted.Load(), "each claim's apply job went through the middleware")
 	require.Contains(t, fake.requests[0], "delivery_success=false")
 	wm, err := Watermark(context.Background(), h.DB.SQL, "stripe")
 	require.NoError(t, err)
