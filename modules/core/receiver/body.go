@@ -50,9 +50,10 @@ func (b *budget) release(n int64) {
 
 // readBody reads at most limit bytes: a declared Content-Length past the
 // limit is refused unread, and an undeclared body is cut off while reading.
-// Memory grows with the bytes that actually arrive, never with what the
-// client declares. release must be called once the body is no longer
-// needed (it is a no-op after an error).
+// Past a first buffer of at most firstAlloc, sized by the declared length
+// and inside the budget it reserved, memory grows with the bytes that
+// actually arrive, never with what the client declares. release must be
+// called once the body is no longer needed (it is a no-op after an error).
 func readBody(w http.ResponseWriter, r *http.Request, limit int64, b *budget) (body []byte, release func(), err error) {
 	if r.ContentLength > limit {
 		return nil, func() {}, &http.MaxBytesError{Limit: limit}
