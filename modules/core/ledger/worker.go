@@ -210,7 +210,11 @@ func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, k
 		// chain, whatever the handler wrapped.
 		return fmt.Errorf("%w: %v", context.Canceled, f.err)
 	case failedOutage:
-		log.Warn("database unavailable during apply; retrying soon, not counted as an attempt", zap.Error(f.err))
+		if isContention(f.err) {
+			log.Info("apply gave way to a concurrent transaction (deadlock, serialization or lock wait); retrying soon, not counted as an attempt", zap.Error(f.err))
+		} else {
+			log.Warn("database unavailable during apply; retrying soon, not counted as an attempt", zap.Error(f.err))
+		}
 		return river.JobSnooze(outageDelay)
 	}
 	var p *PanicError
