@@ -31,6 +31,11 @@ type Report struct {
 	PlainSQL  sqlRun `json:"plain_sql_one_tx"`
 	Reference sqlRun `json:"reference_design"`
 	Batched   sqlRun `json:"batched_ceiling"`
+	// The floors (floor.go): the apply's database work in plain SQL, and
+	// HTTP with nothing behind it.
+	ApplyFloor sqlRun `json:"apply_floor"`
+	HTTPFloor  sqlRun `json:"http_floor"`
+	Floor      floor  `json:"floor"`
 	// The service.
 	Ingest      float64 `json:"ingest_events_per_sec"`
 	IngestCPU   cpuUse  `json:"ingest_cpu"`
@@ -58,6 +63,7 @@ type ratios struct {
 	EndToEndToIngest  float64 `json:"end_to_end_to_ingest"`
 	EndToEndToRef     float64 `json:"end_to_end_to_reference"`
 	PlainToReference  float64 `json:"plain_sql_to_reference"`
+	ApplyToFloor      float64 `json:"apply_alone_to_apply_floor"`
 }
 
 const benchSecret = "whsec_hookledger_bench"
@@ -150,11 +156,20 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		return fmt.Errorf("reference design: %w", err)
 	}
 	logf("bench: batched ceiling, the ledger's claim statement, %d rows per statement from %d connections", o.Batch, o.BatchClients)
-	if r.Batched, err = batchRate(ctx, m, url, o.Events, o.BatchClients, o.Batch, ceilingBatch, gen.with("batch")); err != nil {
+	batchGen := gen.with("batch")
+	if r.Batched, err = batchRate(ctx, m, url, o.Events, o.BatchClients, o.Batch, ceilingBatch, batchGen); err != nil {
 		return fmt.Errorf("batched ceiling: %w", err)
 	}
-	if err := clearJobs(ctx, url, "public.webhook_event", "reference.webhook_event"); err != nil {
+	logf("bench: apply floor, plain SQL settling what the ceiling claimed, %d events per transaction from %d connections", applyFloorBatch, o.BatchClients)
+	if r.ApplyFloor, err = applyFloor(ctx, m, url, batchGen, o.Events, o.BatchClients); err != nil {
+		return fmt.Errorf("apply floor: %w", err)
+	}
+	if err := clearJobs(ctx, url, "public.webhook_event", "reference.webhook_event", "public.subscription"); err != nil {
 		return err
+	}
+	logf("bench: HTTP floor, the load generator against a server that only reads each body and answers 200")
+	if r.HTTPFloor, err = httpFloor(ctx, m, gen.with("http"), o.Events, o.Clients); err != nil {
+		return fmt.Errorf("HTTP floor: %w", err)
 	}
 
 	logf("bench: starting the service (group commit %t, %d workers)", o.GroupCommit, o.Workers)
@@ -197,7 +212,9 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		IngestToPlain: r.Ingest / r.PlainSQL.Rate, IngestToReference: r.Ingest / r.Reference.Rate,
 		IngestToBatched: r.Ingest / r.Batched.Rate, EndToEndToIngest: r.EndToEnd / r.Ingest,
 		EndToEndToRef: r.EndToEnd / r.Reference.Rate, PlainToReference: r.PlainSQL.Rate / r.Reference.Rate,
+		ApplyToFloor: r.ApplyAlone / r.ApplyFloor.Rate,
 	}
+	r.Floor = newFloor(&r)
 	printBench(stdout, &r)
 	if r.Errors > 0 {
 		return fmt.Errorf("%d request(s) failed", r.Errors)
@@ -215,6 +232,8 @@ func printBench(w io.Writer, r *Report) {
 	p("%-34s %8.0f   %s", "plain SQL one-tx, own schema", r.PlainSQL.Rate, cpu(r.PlainSQL.CPU))
 	p("%-34s %8.0f   %s", "reference design one-tx", r.Reference.Rate, cpu(r.Reference.CPU))
 	p("%-34s %8.0f   %s", "batched ceiling", r.Batched.Rate, cpu(r.Batched.CPU))
+	p("%-34s %8.0f   %s", "apply floor, plain SQL", r.ApplyFloor.Rate, cpu(r.ApplyFloor.CPU))
+	p("%-34s %8.0f   %s", "HTTP floor (load + bare server)", r.HTTPFloor.Rate, cpu(r.HTTPFloor.CPU))
 	p("%-34s %8.0f   %s", "hookledger ingest", r.Ingest, cpu(r.IngestCPU))
 	p("%-34s %8.0f   %s", "hookledger end-to-end (settled)", r.EndToEnd, cpu(r.EndToEndCPU))
 	p("latency at peak                    p50 %.1f ms  p95 %.1f ms  p99 %.1f ms", r.Peak.P50, r.Peak.P95, r.Peak.P99)
@@ -225,6 +244,9 @@ func printBench(w io.Writer, r *Report) {
 	x := r.Ratios
 	p("ratios: ingest/plain %.2fx  ingest/reference %.2fx  ingest/batched %.2fx  end-to-end/ingest %.2fx  end-to-end/reference %.2fx  plain/reference %.2fx",
 		x.IngestToPlain, x.IngestToReference, x.IngestToBatched, x.EndToEndToIngest, x.EndToEndToRef, x.PlainToReference)
+	f := r.Floor
+	p("floor: %.2f ms CPU per event (HTTP %.2f + claim %.2f + apply %.2f); at best ingest/plain %.2fx, ingest/reference %.2fx; the service's end-to-end CPU is %.2fx the floor; apply alone/apply floor %.2fx",
+		f.Total, f.HTTP, f.Claim, f.Apply, f.BestToPlain, f.BestToReference, f.Service, x.ApplyToFloor)
 	line, _ := json.Marshal(r)
 	p("%s", line)
 }

@@ -41,13 +41,17 @@ func quoted(s string) string { return strconv.Quote(s) }
 // ordered.
 var benchEpoch = time.Now().Add(-24 * 365 * time.Hour)
 
+// benchObjects is how many objects (subscriptions, invoices, payments)
+// the events are about: event i is about object i mod benchObjects.
+const benchObjects = 500
+
 func stripeSubs(eventID, created, object, objectPrefix string) []benchSub {
 	return []benchSub{
 		{quoted(eventID), func(id string, _ int) string { return quoted(id) }},
 		{`"created": ` + created, func(_ string, i int) string {
 			return `"created": ` + strconv.FormatInt(benchEpoch.Unix()+int64(i), 10)
 		}},
-		{object, func(_ string, i int) string { return fmt.Sprintf("%sbench%019d", objectPrefix, i%500) }},
+		{object, func(_ string, i int) string { return fmt.Sprintf("%sbench%019d", objectPrefix, i%benchObjects) }},
 	}
 }
 
@@ -73,7 +77,7 @@ var (
 			{quoted("2023-11-24T14:12:01.813044Z"), func(_ string, i int) string {
 				return quoted(benchEpoch.Add(time.Duration(i) * time.Millisecond).UTC().Format("2006-01-02T15:04:05.000000Z"))
 			}},
-			{"sub_01gyssnczp81czs49zcprm6hfv", func(_ string, i int) string { return fmt.Sprintf("sub_bench%019d", i%500) }},
+			{"sub_01gyssnczp81czs49zcprm6hfv", func(_ string, i int) string { return fmt.Sprintf("sub_bench%019d", i%benchObjects) }},
 		}},
 	}
 )

@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The floors: the least any receiver of this design can spend on an event
+// on this machine, measured in the same run. A receiver that verifies and
+// claims over HTTP and applies in a transaction of its own pays at least
+// the HTTP exchange (both ends), the claim's database work (the batched
+// ceiling) and the apply's database work (the apply floor). On two cores
+// shared by the load, the service and PostgreSQL, a rate is the CPU
+// available divided by the CPU an event costs everywhere, so the floors
+// bound the ratios any such receiver can reach against the baselines.
+
+// applyFloorBatch is the apply floor's batch: about what group commit
+// claims in one transaction at peak with 64 clients.
+const applyFloorBatch = 20
+
+// httpFloor drives the load generator against a server that only does
+// HTTP: net/http reads each body and answers 200 with a small JSON object.
+// The server runs in the bench process, so its CPU and the load
+// generator's are counted together, as load.
+func httpFloor(ctx context.Context, m *meter, gen *payloads, events, clients int) (sqlRun, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return sqlRun{}, err
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := io.Copy(io.Discard, r.Body); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"status":"claimed"}`)
+		}),
+		ReadHeaderTimeout: loadTimeout,
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	saved := m.servicePID
+	m.servicePID = 0
+	defer func() { m.servicePID = saved }()
+	snap := m.snapshot(ctx)
+	start := time.Now()
+	_, errs := drive(ctx, "http://"+ln.Addr().String(), gen, events, clients, 0)
+	run := sqlRun{Rate: float64(events) / time.Since(start).Seconds(), CPU: m.since(ctx, snap, events)}
+	if errs > 0 {
+		return sqlRun{}, fmt.Errorf("%d request(s) failed", errs)
+	}
+	return run, nil
+}
+
+// applyFloor applies the events gen's batched ceiling claimed, in plain
+// SQL: batches of applyFloorBatch events, each one round trip and one
+// transaction, from clients connections. A batch settles its ledger rows
+// and reads their payloads back, as an apply must to hand them to a
+// handler, and moves each event's subscription forward under the version
+// guard, on rows that exist, as at steady state. No job queue, no decode,
+// no handler: what any apply of these events writes and reads.
+func applyFloor(ctx context.Context, m *meter, url string, gen *payloads, events, clients int) (sqlRun, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return sqlRun{}, err
+	}
+	_, err = pool.Exec(ctx, `
+		INSERT INTO subscription (namespace, provider, external_id, status, version)
+		SELECT 'stripe', 'stripe', 'sub_bench' || lpad(g::text, 19, '0'), 'active', 0 FROM generate_series(0, $1::int - 1) g
+		ON CONFLICT DO NOTHING`, benchObjects)
+	pool.Close()
+	if err != nil {
+		return sqlRun{}, err
+	}
+	return runSQL(ctx, m, url, events, clients, applyFloorBatch, func(pool *pgxpool.Pool, first, n int) error {
+		namespaces, ids, subs := make([]string, n), make([]string, n), make([]string, n)
+		versions := make([]int64, n)
+		for j := range n {
+			d := gen.event(first + j)
+			namespaces[j], ids[j] = d.Provider, d.ID
+			i := gen.base + first + j
+			subs[j], versions[j] = fmt.Sprintf("sub_bench%019d", i%benchObjects), int64(i)
+		}
+		var b pgx.Batch
+		b.Queue(`
+			UPDATE webhook_event e SET status = 'settled', settled_at = now(), attempts = e.attempts + 1
+			FROM unnest($1::text[], $2::text[]) AS k(namespace, event_id)
+			WHERE e.namespace = k.namespace AND e.event_id = k.event_id AND e.status <> 'settled'
+			RETURNING e.payload`, namespaces, ids)
+		b.Queue(`
+			UPDATE subscription t SET status = 'active', version = u.version, event_id = u.event_id, updated_at = now()
+			FROM (SELECT DISTINCT ON (external_id) * FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u(external_id, version, event_id)
+				ORDER BY external_id, version DESC) u
+			WHERE t.namespace = 'stripe' AND t.provider = 'stripe' AND t.external_id = u.external_id AND t.version < u.version`,
+			subs, versions, ids)
+		br := pool.SendBatch(ctx, &b)
+		rows, err := br.Query()
+		if err == nil {
+			settled := 0
+			for rows.Next() {
+				var payload []byte
+				if err = rows.Scan(&payload); err != nil {
+					break
+				}
+				settled++
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+			if err == nil && settled != n {
+				err = fmt.Errorf("apply floor: settled %d of %d events", settled, n)
+			}
+		}
+		if err == nil {
+			_, err = br.Exec()
+		}
+		return errors.Join(err, br.Close())
+	})
+}
+
+// floor is the least CPU an event costs a receiver of this design, from
+// the floors and the batched ceiling of the same run, in milliseconds.
+type floor struct {
+	HTTP  float64 `json:"http_ms"`
+	Claim float64 `json:"claim_ms"`
+	Apply float64 `json:"apply_ms"`
+	Total float64 `json:"total_ms"`
+	// BestToPlain and BestToReference are the most ingest with its apply
+	// could reach against the baselines when every phase is CPU-bound:
+	// their CPU per event over the floor's.
+	BestToPlain     float64 `json:"best_ingest_to_plain_sql"`
+	BestToReference float64 `json:"best_ingest_to_reference"`
+	// Service is the service's end-to-end CPU per event (service,
+	// backends, load) over the floor's.
+	Service float64 `json:"end_to_end_cpu_to_floor"`
+}
+
+func newFloor(r *Report) floor {
+	f := floor{
+		HTTP:  r.HTTPFloor.CPU.Load,
+		Claim: r.Batched.CPU.Backends,
+		Apply: r.ApplyFloor.CPU.Backends + r.ApplyFloor.CPU.Load,
+	}
+	f.Total = f.HTTP + f.Claim + f.Apply
+	if f.Total > 0 {
+		f.BestToPlain = (r.PlainSQL.CPU.Backends + r.PlainSQL.CPU.Load) / f.Total
+		f.BestToReference = (r.Reference.CPU.Backends + r.Reference.CPU.Load) / f.Total
+		f.Service = (r.EndToEndCPU.Service + r.EndToEndCPU.Backends + r.EndToEndCPU.Load) / f.Total
+	}
+	return f
+}
