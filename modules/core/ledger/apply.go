@@ -10,7 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/hookledger/hookledger/ent/webhookevent"
@@ -116,6 +115,24 @@ func flushStaged(ctx context.Context, tx *Tx) error {
 	return nil
 }
 
+// applyPlanSQL opens every apply transaction (lockForApply runs it first).
+// Each statement an apply makes (the settle, the handlers' writes, River's
+// job completion) reaches a batch's rows by key, and is run once per batch
+// of tens of events, so planning it for every batch is a large part of its
+// cost: on PostgreSQL 15, 2.0 ms per batch of 32 events across the settle,
+// the subscription lock and River's completion (pg_stat_statements with
+// track_planning, apply alone), about a fifth of the apply's database CPU.
+// Cached generic plans remove that, but a generic plan is costed once, for
+// the table's size at the time and ten keys assumed: on a ledger that was
+// small then, as every new one is, a hash join over a sequential scan wins
+// and is kept as the ledger grows (22 ms a batch at 30,000 rows, against
+// 0.5 ms by index; TestLockPlanIgnoresStaleStats). With sequential scans,
+// hash and merge joins off, the only plan left is a probe per key, which
+// is right for a batch on a ledger of any size; a statement with no index
+// to use still scans. The settings end with the transaction.
+const applyPlanSQL = `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off; ` +
+	`SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off`
+
 // lockedRow is a ledger row that lockForApply locked and marked settled.
 type lockedRow struct {
 	ev *Event
@@ -134,24 +151,17 @@ func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool) (map
 	for i, k := range keys {
 		namespaces[i], ids[i] = k.Namespace, k.EventID
 	}
-	// Both statements are planned for each batch (QueryExecModeExec: an
-	// unnamed statement, never a cached generic plan). A generic plan is
-	// costed once, with the ledger's size at the time and ten keys assumed:
-	// on a ledger that was small then, as every new one is, it scans the
-	// whole table twice per batch and keeps doing so as the ledger grows
-	// (22 ms a batch at 30,000 rows, against 0.5 ms by index;
-	// TestLockPlanIgnoresStaleStats).
-	//
+	if _, err := tx.ExecContext(ctx, applyPlanSQL); err != nil {
+		return nil, &dbError{fmt.Errorf("plan the apply: %w", err)}
+	}
 	// An apply settles unsettled rows, and its update locks them as it
-	// reaches them: a row lock and a second index probe fewer per row than
-	// a locking subquery (a sixth of the statement's cost). On a ledger of
-	// any size the plan walks the sorted keys through the unique index, so
-	// rows are locked in key order; on a small one (a few hundred rows) a
-	// hash join over a sequential scan is cheaper, and rows are locked in
-	// heap order. Two applies of overlapping batches (a rescued or requeued
-	// job beside the first; batches of fresh claims never overlap) planned
-	// differently could then deadlock: PostgreSQL ends one after
-	// deadlock_timeout, and the apply retries it as contention, not counted
+	// reaches them, in key order through the unique index (applyPlanSQL
+	// leaves the planner no other way): a row lock and a second index probe
+	// fewer per row than a locking subquery (a sixth of the statement's
+	// cost). Two applies of overlapping batches (a rescued or requeued job
+	// beside the first; batches of fresh claims never overlap) lock in the
+	// same order; should they still meet, PostgreSQL ends one after
+	// deadlock_timeout and the apply retries it as contention, not counted
 	// as an attempt. A forced apply also settles rows that were settled,
 	// and must know which were, so it locks them in a subquery first, in
 	// key order, and reads their status there.
@@ -162,7 +172,7 @@ func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool) (map
 		FROM unnest($1::text[], $2::text[]) AS k(namespace, event_id)
 		WHERE e.namespace = k.namespace AND e.event_id = k.event_id AND e.status <> ` + settledSQL + `
 		RETURNING e.namespace, e.event_id, e.provider, e.source, e.event_type, e.payload, e.occurred_at, e.replayed, '' AS old_status, e.attempts`
-	args := []any{pgx.QueryExecModeExec, namespaces, ids}
+	args := []any{namespaces, ids}
 	if force {
 		// Forced: the rows' status before, for Event.Forced.
 		query = `

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
@@ -122,9 +121,10 @@ func (w *writes) Flush(ctx context.Context, tx *ledger.Tx) error {
 }
 
 // lockRows locks the stored rows of the states' subscriptions, in key
-// order, and returns one entry for every subscription, stored or not. The
-// statement is planned for each batch: a generic plan costed on the small
-// table of a new install would scan it for every batch.
+// order, and returns one entry for every subscription, stored or not. It
+// runs in the apply's transaction, whose plans reach rows by key (the
+// ledger's applyPlanSQL): a cached plan costed on the small table of a new
+// install cannot scan it for every batch.
 func lockRows(ctx context.Context, tx *ledger.Tx, states []state) (map[subKey]*stored, error) {
 	out := make(map[subKey]*stored, len(states))
 	var namespaces, providers, ids []string
@@ -139,7 +139,7 @@ func lockRows(ctx context.Context, tx *ledger.Tx, states []state) (map[subKey]*s
 		SELECT namespace, provider, external_id, id, version, rank FROM subscription
 		WHERE (namespace, provider, external_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
 		ORDER BY namespace COLLATE "C", provider COLLATE "C", external_id COLLATE "C"
-		FOR UPDATE`, pgx.QueryExecModeExec, namespaces, providers, ids)
+		FOR UPDATE`, namespaces, providers, ids)
 	if err != nil {
 		return nil, fmt.Errorf("lock %d subscription(s): %w", len(namespaces), err)
 	}
