@@ -78,7 +78,9 @@ const (
 // is marked settled first, in the statement that locks it: the transaction
 // makes that invisible until the handlers succeed, and a failure rolls it
 // back with them. A row already settled is left alone unless args.Force.
-// The writes the handlers staged (Stage) are made before it returns.
+// The writes the handlers staged (Stage) are made before it returns. It
+// sets tx's planner settings for the rest of the transaction
+// (applyPlanSQL).
 func Apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, Outcome, error) {
 	ev, outcome, _, err := apply(ctx, tx, reg, args)
 	return ev, outcome, err
