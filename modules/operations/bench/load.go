@@ -71,6 +71,12 @@ var (
 			{`"pushed_at": 1557933657`, func(_ string, i int) string {
 				return `"pushed_at": ` + strconv.FormatInt(benchEpoch.Unix()+int64(i), 10)
 			}},
+			// Pushes to benchObjects repositories, as the other providers'
+			// events are about that many objects: every push to one branch
+			// at hundreds a second would measure a lock convoy on its row.
+			{`"full_name": "Codertocat/Hello-World"`, func(_ string, i int) string {
+				return fmt.Sprintf(`"full_name": "bench/repository-%d"`, i%benchObjects)
+			}},
 		}},
 		{"paddle", "subscription.updated", "paddle/subscription.updated.evt_01hg0trpmmdkkdbk4p8czp4drm.json", []benchSub{
 			{quoted("evt_01hg0trpmmdkkdbk4p8czp4drm"), func(id string, _ int) string { return quoted(id) }},
