@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -48,9 +49,6 @@ func httpFloor(ctx context.Context, m *meter, gen *payloads, events, clients int
 	}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
-	saved := m.servicePID
-	m.servicePID = 0
-	defer func() { m.servicePID = saved }()
 	snap := m.snapshot(ctx)
 	start := time.Now()
 	_, errs := drive(ctx, "http://"+ln.Addr().String(), gen, events, clients, 0)
@@ -69,15 +67,19 @@ func httpFloor(ctx context.Context, m *meter, gen *payloads, events, clients int
 // guard, on rows that exist, as at steady state. No job queue, no decode,
 // no handler: what any apply of these events writes and reads.
 func applyFloor(ctx context.Context, m *meter, url string, gen *payloads, events, clients int) (sqlRun, error) {
-	pool, err := pgxpool.New(ctx, url)
+	objects := make([]string, benchObjects)
+	for i := range objects {
+		objects[i] = benchObjectID("sub_", i)
+	}
+	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return sqlRun{}, err
 	}
-	_, err = pool.Exec(ctx, `
+	_, err = conn.Exec(ctx, `
 		INSERT INTO subscription (namespace, provider, external_id, status, version)
-		SELECT 'stripe', 'stripe', 'sub_bench' || lpad(g::text, 19, '0'), 'active', 0 FROM generate_series(0, $1::int - 1) g
-		ON CONFLICT DO NOTHING`, benchObjects)
-	pool.Close()
+		SELECT 'stripe', 'stripe', id, 'active', 0 FROM unnest($1::text[]) AS id
+		ON CONFLICT DO NOTHING`, objects)
+	conn.Close(ctx)
 	if err != nil {
 		return sqlRun{}, err
 	}
@@ -88,7 +90,11 @@ func applyFloor(ctx context.Context, m *meter, url string, gen *payloads, events
 			d := gen.event(first + j)
 			namespaces[j], ids[j] = d.Provider, d.ID
 			i := gen.base + first + j
-			subs[j], versions[j] = fmt.Sprintf("sub_bench%019d", i%benchObjects), int64(i)
+			subs[j], versions[j] = benchObjectID("sub_", i), int64(i)
+		}
+		moved := map[string]bool{}
+		for _, s := range subs {
+			moved[s] = true
 		}
 		var b pgx.Batch
 		b.Queue(`
@@ -122,7 +128,13 @@ func applyFloor(ctx context.Context, m *meter, url string, gen *payloads, events
 			}
 		}
 		if err == nil {
-			_, err = br.Exec()
+			// Every subscription of the batch moves forward: versions only
+			// grow, so a row the update missed would be a floor that wrote
+			// less than an apply does.
+			var tag pgconn.CommandTag
+			if tag, err = br.Exec(); err == nil && tag.RowsAffected() != int64(len(moved)) {
+				err = fmt.Errorf("apply floor: moved %d of %d subscriptions", tag.RowsAffected(), len(moved))
+			}
 		}
 		return errors.Join(err, br.Close())
 	})

@@ -45,13 +45,19 @@ var benchEpoch = time.Now().Add(-24 * 365 * time.Hour)
 // the events are about: event i is about object i mod benchObjects.
 const benchObjects = 500
 
+// benchObjectID is the id of the object event i is about, under a
+// provider's id prefix (sub_, in_, pi_).
+func benchObjectID(prefix string, i int) string {
+	return fmt.Sprintf("%sbench%019d", prefix, i%benchObjects)
+}
+
 func stripeSubs(eventID, created, object, objectPrefix string) []benchSub {
 	return []benchSub{
 		{quoted(eventID), func(id string, _ int) string { return quoted(id) }},
 		{`"created": ` + created, func(_ string, i int) string {
 			return `"created": ` + strconv.FormatInt(benchEpoch.Unix()+int64(i), 10)
 		}},
-		{object, func(_ string, i int) string { return fmt.Sprintf("%sbench%019d", objectPrefix, i%benchObjects) }},
+		{object, func(_ string, i int) string { return benchObjectID(objectPrefix, i) }},
 	}
 }
 
@@ -83,7 +89,7 @@ var (
 			{quoted("2023-11-24T14:12:01.813044Z"), func(_ string, i int) string {
 				return quoted(benchEpoch.Add(time.Duration(i) * time.Millisecond).UTC().Format("2006-01-02T15:04:05.000000Z"))
 			}},
-			{"sub_01gyssnczp81czs49zcprm6hfv", func(_ string, i int) string { return fmt.Sprintf("sub_bench%019d", i%benchObjects) }},
+			{"sub_01gyssnczp81czs49zcprm6hfv", func(_ string, i int) string { return benchObjectID("sub_", i) }},
 		}},
 	}
 )
