@@ -22,6 +22,10 @@ type ApplyArgs struct {
 	EventID   string `json:"event_id"`
 	// Force applies the event even when it is already settled.
 	Force bool `json:"force,omitempty"`
+	// Fresh marks the job a claim enqueued for its one event, which may
+	// absorb other claims' jobs and be absorbed (absorb.go); a split's, a
+	// requeue's and a retry's jobs are not.
+	Fresh bool `json:"fresh,omitempty"`
 }
 
 // Kind names the job in River.
@@ -91,6 +95,9 @@ func Apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, 
 // it never overwrites an apply that did commit.
 func apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, Outcome, int, error) {
 	k := args.key()
+	if err := planApply(ctx, tx); err != nil {
+		return nil, OutcomeFailed, -1, err
+	}
 	rows, err := lockForApply(ctx, tx, []EventKey{k}, args.Force)
 	if err != nil {
 		return nil, OutcomeFailed, -1, err
@@ -117,7 +124,7 @@ func flushStaged(ctx context.Context, tx *Tx) error {
 	return nil
 }
 
-// applyPlanSQL opens every apply transaction (lockForApply runs it first).
+// applyPlanSQL opens every apply transaction (planApply).
 // Each statement an apply makes (the settle, the handlers' writes, River's
 // job completion) reaches a batch's rows by key, and is run once per batch
 // of tens of events, so planning it for every batch is a large part of its
@@ -134,6 +141,15 @@ func flushStaged(ctx context.Context, tx *Tx) error {
 // to use still scans. The settings end with the transaction.
 const applyPlanSQL = `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off; ` +
 	`SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off`
+
+// planApply runs applyPlanSQL, the first statement of every apply
+// transaction.
+func planApply(ctx context.Context, tx *Tx) error {
+	if _, err := tx.ExecContext(ctx, applyPlanSQL); err != nil {
+		return &dbError{fmt.Errorf("plan the apply: %w", err)}
+	}
+	return nil
+}
 
 // lockedRow is a ledger row that lockForApply locked and marked settled.
 type lockedRow struct {
@@ -152,9 +168,6 @@ func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool) (map
 	namespaces, ids := make([]string, len(keys)), make([]string, len(keys))
 	for i, k := range keys {
 		namespaces[i], ids[i] = k.Namespace, k.EventID
-	}
-	if _, err := tx.ExecContext(ctx, applyPlanSQL); err != nil {
-		return nil, &dbError{fmt.Errorf("plan the apply: %w", err)}
 	}
 	// An apply settles unsettled rows, and its update locks them as it
 	// reaches them, in key order through the unique index (applyPlanSQL

@@ -190,7 +190,7 @@ func (s *Store) claimRows(ctx context.Context, tx pgx.Tx, rows []Claim) ([]Claim
 	}
 	switch {
 	case len(claimed) == 1:
-		jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: claimed[0].Namespace, EventID: claimed[0].EventID}})
+		jobs = append(jobs, river.InsertManyParams{Args: ApplyArgs{Namespace: claimed[0].Namespace, EventID: claimed[0].EventID, Fresh: true}})
 	case len(claimed) > 1:
 		jobs = append(jobs, river.InsertManyParams{Args: ApplyBatchArgs{Events: claimed}})
 	}

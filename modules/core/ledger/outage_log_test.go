@@ -29,7 +29,7 @@ func TestContentionIsNotAnOutage(t *testing.T) {
 	} {
 		core, logs := observer.New(zapcore.DebugLevel)
 		a := &Applier{Logger: zap.New(core)}
-		err := a.failed(context.Background(), 1, nil, []EventKey{{Namespace: "stripe", EventID: "evt_1"}}, false,
+		err := a.failed(context.Background(), 1, nil, []EventKey{{Namespace: "stripe", EventID: "evt_1"}}, false, false,
 			&failure{attempt: Attempt{Seen: -1}, err: tc.err, kind: failedOutage})
 		var snooze *river.JobSnoozeError
 		require.ErrorAs(t, err, &snooze, "retried soon, not counted")

@@ -19,8 +19,13 @@ import (
 	"github.com/hookledger/hookledger/modules/core/metrics"
 )
 
-// FetchCooldown is the least time between two fetches of apply jobs.
-const FetchCooldown = 5 * time.Millisecond
+// FetchCooldown is the least time between two fetches of apply jobs. Jobs
+// that arrive within it wait, and the first job fetched absorbs them
+// (absorb.go): the longer it is, the more claim batches one apply
+// transaction carries under load, and the longer an event waits for its
+// apply when the workers are idle. Each fetch can carry a worker's job and
+// up to maxAbsorbedJobs more, so it does not cap the rate of events.
+const FetchCooldown = 20 * time.Millisecond
 
 // RiverOptions shapes the one River client of a process.
 type RiverOptions struct {
@@ -94,11 +99,12 @@ func clientConfig(logger *slog.Logger, middleware []rivertype.Middleware) *river
 		JobTimeout:           ApplyTimeout,
 		RescueStuckJobsAfter: RescueStuckJobsAfter,
 		MaxAttempts:          ApplyMaxAttempts,
-		// River fetches at most once per cooldown, so its default (100 ms)
-		// caps a queue at workers/0.1 s jobs per second. A client that
-		// inserts also notifies the workers at most once per cooldown: with
-		// River's default, a job inserted within 100 ms of the last
-		// notice waits for the workers' next poll.
+		// River fetches at most once per cooldown: a fetch takes up to
+		// one job per idle worker, and each absorbs the jobs waiting
+		// beside it. A client that inserts also notifies the workers at
+		// most once per cooldown: with River's default (100 ms), a job
+		// inserted within 100 ms of the last notice waits for the
+		// workers' next poll.
 		FetchCooldown: FetchCooldown,
 		Middleware:    middleware,
 	}

@@ -126,21 +126,36 @@ func (a *Applier) inTx(ctx context.Context, fn func(*Tx) error) error {
 	return InTxWithJobs(ctx, a.DB, jobs, fn)
 }
 
-// completer completes the running job inside a transaction.
-type completer func(ctx context.Context, tx *Tx) error
+// completer completes the running job inside a transaction, with the
+// jobs it had absorbed that still wait, and returns their events.
+type completer func(ctx context.Context, tx *Tx) ([]EventKey, error)
 
-// run applies keys for job and reports the job's result to River.
-func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], keys []EventKey, force bool) error {
-	keys = append([]EventKey(nil), keys...)
-	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
+// run applies keys for job and reports the job's result to River. A job
+// that may absorb takes the apply_batch jobs waiting beside it into its
+// transaction (absorb.go).
+func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], own []EventKey, force, absorbs bool) error {
+	own = append([]EventKey(nil), own...)
+	sort.Slice(own, func(i, j int) bool { return own[i].less(own[j]) })
 	var (
-		done []applied
-		fail *failure
+		done     []applied
+		fail     *failure
+		absorbed []int64
 	)
 	err := a.inTx(ctx, func(tx *Tx) error {
-		done, fail = done[:0], nil
+		done, fail, absorbed = done[:0], nil, nil
 		start := time.Now()
-		locked, err := lockForApply(ctx, tx, keys, force)
+		keys := own
+		err := planApply(ctx, tx)
+		if limit := absorbLimit(len(own)); err == nil && absorbs && limit > 0 {
+			var more []EventKey
+			if absorbed, more, err = absorb(ctx, tx, absorbSQL, job.Queue, job.ID, limit); err == nil {
+				keys = mergeKeys(own, more)
+			}
+		}
+		var locked map[EventKey]*lockedRow
+		if err == nil {
+			locked, err = lockForApply(ctx, tx, keys, force)
+		}
 		if err != nil {
 			fail = &failure{attempt: Attempt{Seen: -1}, err: err, kind: classify(ctx, a.DB, tx, err)}
 			return err
@@ -190,15 +205,24 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ke
 		// Begin, job completion or commit: the ledger's own statements.
 		fail = &failure{attempt: Attempt{Seen: -1}, err: err, kind: classify(ctx, a.DB, nil, &dbError{err})}
 	}
-	complete := func(ctx context.Context, tx *Tx) error {
-		_, err := river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx.Tx, job)
-		return err
+	// The absorbed jobs were rolled back with the apply and wait again. A
+	// failure that is an event's goes the way of a batch's: the split takes
+	// back those still waiting, and runs every event in a job of its own.
+	complete := func(ctx context.Context, tx *Tx) ([]EventKey, error) {
+		if _, err := river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx.Tx, job); err != nil {
+			return nil, err
+		}
+		if len(absorbed) == 0 {
+			return nil, nil
+		}
+		_, more, err := absorb(ctx, tx, reabsorbSQL, absorbed)
+		return more, err
 	}
-	return a.failed(ctx, job.ID, complete, keys, force, fail)
+	return a.failed(ctx, job.ID, complete, own, len(absorbed) > 0, force, fail)
 }
 
 // failed takes the one failure path.
-func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, keys []EventKey, force bool, f *failure) error {
+func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, keys []EventKey, absorbed bool, force bool, f *failure) error {
 	log := a.Logger.With(zap.Int64("job_id", jobID), zap.Int("events", len(keys)))
 	if f.attempt.Key != (EventKey{}) {
 		log = log.With(zap.String("namespace", f.attempt.Key.Namespace), zap.String("event_id", f.attempt.Key.EventID))
@@ -230,7 +254,7 @@ func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, k
 	if f.attempt.Key != (EventKey{}) {
 		a.feed().Info(fmt.Sprintf("<-- %s failed: %v", f.attempt.Key.EventID, f.err))
 	}
-	if len(keys) > 1 {
+	if len(keys) > 1 || absorbed {
 		return a.split(ctx, complete, keys, force, f, log)
 	}
 	if errors.Is(f.err, ErrEventGone) {
@@ -274,6 +298,11 @@ func (a *Applier) split(ctx context.Context, complete completer, keys []EventKey
 	defer cancel()
 	var rec failureRecord
 	err := a.inTx(ctx, func(tx *Tx) error {
+		more, err := complete(ctx, tx)
+		if err != nil {
+			return err
+		}
+		keys := mergeKeys(keys, more)
 		params := make([]river.InsertManyParams, 0, len(keys))
 		for _, k := range keys {
 			p := river.InsertManyParams{Args: ApplyArgs{Namespace: k.Namespace, EventID: k.EventID, Force: force}}
@@ -293,10 +322,7 @@ func (a *Applier) split(ctx context.Context, complete completer, keys []EventKey
 			}
 			params = append(params, p)
 		}
-		if err := tx.InsertJobs(ctx, params); err != nil {
-			return err
-		}
-		return complete(ctx, tx)
+		return tx.InsertJobs(ctx, params)
 	})
 	if err != nil {
 		log.Warn("batch apply failed and could not be split; retrying soon", zap.Error(f.err), zap.NamedError("split_error", err))
@@ -347,7 +373,7 @@ type ApplyWorker struct {
 
 // Work applies the event and completes the job in the same transaction.
 func (w *ApplyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error {
-	return run(ctx, w.Applier, job, []EventKey{job.Args.key()}, job.Args.Force)
+	return run(ctx, w.Applier, job, []EventKey{job.Args.key()}, job.Args.Force, job.Args.Fresh && mayAbsorb(job.JobRow))
 }
 
 // NextRetry is used only for errors the apply loop did not classify.
@@ -367,7 +393,7 @@ type ApplyBatchWorker struct {
 // Work applies every event of the batch and completes the job in one
 // transaction.
 func (w *ApplyBatchWorker) Work(ctx context.Context, job *river.Job[ApplyBatchArgs]) error {
-	return run(ctx, w.Applier, job, job.Args.Events, false)
+	return run(ctx, w.Applier, job, job.Args.Events, false, mayAbsorb(job.JobRow))
 }
 
 // NextRetry is used only for errors the apply loop did not classify.
