@@ -5,11 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -410,4 +412,69 @@ func TestBatchWritesAsOneByOne(t *testing.T) {
 	require.Equal(t, outcome(one), outcome(all))
 	require.Contains(t, outcome(all), "sub_a canceled v110")
 	require.Contains(t, outcome(all), "sub_d past_due v401")
+}
+
+// TestConcurrentBatchesOfNewSubscriptions: batches that meet over
+// subscriptions no row holds yet (a backlog of new customers, drained by
+// several workers) each insert some, find others inserted by a batch that
+// committed meanwhile, and meet batches that began after it; none may
+// deadlock, and every subscription ends at its newest state.
+func TestConcurrentBatchesOfNewSubscriptions(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	handlers := f.Registry.Handlers("stripe", "customer.subscription.updated")
+	require.NotEmpty(t, handlers)
+	const waves, workers, batches, subs, batch = 8, 4, 3, 60, 40
+	apply := func(wave, version int, keys []int) error {
+		return ledger.InTx(ctx, f.DB.SQL, func(tx *ledger.Tx) error {
+			for _, i := range keys {
+				body := event("customer.subscription.updated", fmt.Sprintf("sub_new_%d_%d", wave, i), "active", int64(version))
+				var ev struct{ ID string }
+				if err := json.Unmarshal(body, &ev); err != nil {
+					return err
+				}
+				e := &ledger.Event{Namespace: "stripe", EventID: ev.ID, Provider: "stripe", Source: "stripe",
+					Type: "customer.subscription.updated", Payload: body}
+				for _, h := range handlers {
+					if err := h(ctx, tx, e); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	}
+	for w := range waves {
+		start := make(chan struct{})
+		errs := make(chan error, workers)
+		var mu sync.Mutex
+		newest := map[string]int{}
+		for g := range workers {
+			go func() {
+				<-start
+				for b := range batches {
+					version, keys := 1000+b*workers+g, mrand.Perm(subs)[:batch]
+					if err := apply(w, version, keys); err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					for _, i := range keys {
+						id := fmt.Sprintf("sub_new_%d_%d", w, i)
+						newest[id] = max(newest[id], version)
+					}
+					mu.Unlock()
+				}
+				errs <- nil
+			}()
+		}
+		close(start)
+		for range workers {
+			require.NoError(t, <-errs, "wave %d", w)
+		}
+		for id, version := range newest {
+			require.Equal(t, int64(version), f.sub(t, id).Version, "wave %d: %s at its newest state", w, id)
+		}
+	}
 }

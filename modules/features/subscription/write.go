@@ -61,13 +61,13 @@ type stored struct {
 // earlier states of the batch left, starting from its latest committed
 // state (FOR UPDATE waits for a concurrent apply of the same subscription
 // and then reads what it committed). So two applies at once give the same
-// result, and see the same tie, in either order. Rows are locked in key
-// order, so batches that find their rows stored cannot deadlock on them. A
-// row that a concurrent apply inserted after the lock found none is locked
-// and decided again; that second lock comes after this batch's inserts, so
-// it can deadlock with a third batch in a race of three over new rows.
-// PostgreSQL then rolls one back, and the apply treats that as contention:
-// the job runs again in seconds, not counted as an attempt.
+// result, and see the same tie, in either order. Before any row, every
+// subscription of the batch, stored or not, is locked by key (lockKeys):
+// two applies that share subscriptions take them one after the other, in
+// one order, so they cannot deadlock, and a row that does not exist yet is
+// inserted by one apply while the other waits. A row inserted by a writer
+// that takes no key lock is still found: its insert lost, the row is
+// locked and decided again.
 func (w *writes) Flush(ctx context.Context, tx *ledger.Tx) error {
 	pending := w.states
 	results := make([]written, 0, len(w.states))
@@ -135,6 +135,9 @@ func lockRows(ctx context.Context, tx *ledger.Tx, states []state) (map[subKey]*s
 			namespaces, providers, ids = append(namespaces, k.namespace), append(providers, k.provider), append(ids, k.externalID)
 		}
 	}
+	if err := lockKeys(ctx, tx, namespaces, providers, ids); err != nil {
+		return nil, err
+	}
 	rows, err := tx.QueryContext(ctx, `
 		SELECT namespace, provider, external_id, id, version, rank FROM subscription
 		WHERE (namespace, provider, external_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
@@ -161,6 +164,29 @@ func lockRows(ctx context.Context, tx *ledger.Tx, states []state) (map[subKey]*s
 		return nil, fmt.Errorf("lock subscriptions: %w", err)
 	}
 	return out, nil
+}
+
+// keyLockClass is the first key of the subscription module's advisory
+// locks ("subs"). Advisory locks of two int keys never meet those of one
+// bigint key, which River and golang-migrate take.
+const keyLockClass = 0x73756273
+
+// lockKeys takes a transaction-scoped advisory lock for every subscription
+// key, stored or not, in the order of the locks' keys, which every apply
+// shares: row locks alone leave new rows unguarded, and a batch that finds
+// a row inserted while it waited would lock it out of order. Two keys that
+// hash alike share a lock, which only makes their applies take turns.
+func lockKeys(ctx context.Context, tx *ledger.Tx, namespaces, providers, ids []string) error {
+	_, err := tx.ExecContext(ctx, `
+		SELECT count(pg_advisory_xact_lock($4, h)) FROM (
+			SELECT DISTINCT hashtext(namespace || '/' || provider || '/' || external_id) AS h
+			FROM unnest($1::text[], $2::text[], $3::text[]) AS k(namespace, provider, external_id)
+			ORDER BY h OFFSET 0) keys`,
+		namespaces, providers, ids, keyLockClass)
+	if err != nil {
+		return fmt.Errorf("lock %d subscription key(s): %w", len(namespaces), err)
+	}
+	return nil
 }
 
 // writeRows updates the locked rows that a state won and inserts the rows
