@@ -27,6 +27,12 @@ import (
 // up to maxAbsorbedJobs more, so it does not cap the rate of events.
 const FetchCooldown = 20 * time.Millisecond
 
+// FetchPollInterval is the longest a job waits for a fetch when no notice
+// of its insert reached the workers: an inserting client notifies them at
+// most once per FetchCooldown, and drops the notices in between, so the
+// last jobs of a burst wait for the next poll (River's default is 1 s).
+const FetchPollInterval = 100 * time.Millisecond
+
 // RiverOptions shapes the one River client of a process.
 type RiverOptions struct {
 	// Workers is the apply concurrency; 0 makes an insert-only client that
@@ -105,8 +111,9 @@ func clientConfig(logger *slog.Logger, middleware []rivertype.Middleware) *river
 		// most once per cooldown: with River's default (100 ms), a job
 		// inserted within 100 ms of the last notice waits for the
 		// workers' next poll.
-		FetchCooldown: FetchCooldown,
-		Middleware:    middleware,
+		FetchCooldown:     FetchCooldown,
+		FetchPollInterval: FetchPollInterval,
+		Middleware:        middleware,
 	}
 }
 
