@@ -130,9 +130,9 @@ func (a *Applier) inTx(ctx context.Context, fn func(*Tx) error) error {
 // jobs it had absorbed that still wait, and returns their events.
 type completer func(ctx context.Context, tx *Tx) ([]EventKey, error)
 
-// run applies keys for job and reports the job's result to River. A job
-// that may absorb takes the apply_batch jobs waiting beside it into its
-// transaction (absorb.go).
+// run applies own, the job's events, and reports the job's result to
+// River. A job that absorbs takes the claims' jobs waiting beside it into
+// its transaction, and their events with its own (absorb.go).
 func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], own []EventKey, force, absorbs bool) error {
 	own = append([]EventKey(nil), own...)
 	sort.Slice(own, func(i, j int) bool { return own[i].less(own[j]) })
