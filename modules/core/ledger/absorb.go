@@ -9,20 +9,12 @@ import (
 	"github.com/riverqueue/river/rivertype"
 )
 
-// absorbEvents is about the most events a job takes into its
-// transaction, its own and those of the jobs it absorbs, when the jobs
-// waiting are the size of its own.
+// absorbEvents is the most events a job takes into its transaction, its
+// own and those of the jobs it absorbs.
 const absorbEvents = 256
 
-// maxAbsorbedJobs bounds the jobs one apply absorbs, whatever their size:
-// at most 32 claim batches (of up to CLAIM_BATCH_MAX events) in one
-// transaction.
+// maxAbsorbedJobs bounds the jobs one apply considers absorbing.
 const maxAbsorbedJobs = 31
-
-// absorbLimit is how many waiting jobs a job of n events absorbs.
-func absorbLimit(n int) int {
-	return min(absorbEvents/max(n, 1)-1, maxAbsorbedJobs)
-}
 
 // mayAbsorb reports whether a claim's job absorbs others: on its first
 // run only. A job that runs again (a retry, a rescue, a snooze) runs with
@@ -53,62 +45,125 @@ func mayAbsorb(job *rivertype.JobRow) bool {
 // apply_event marked fresh), and only while they never ran: a split's,
 // a requeue's and a retry's jobs run alone, with their own events.
 //
-// absorbSQL takes up to $3 such jobs of queue $1, other than job $2, oldest
-// first as River would fetch them.
+// absorbSQL takes such jobs of queue $1, other than job $2, oldest first
+// as River would fetch them: of the first $3 among the absorbScan jobs at
+// the head of the queue, those whose events fit, counted in order, in $4
+// events. It reads the candidates without locks, then locks those it keeps,
+// skipping any that River or another apply holds, and checks again that
+// they wait. Behind a head of jobs it cannot absorb (a bulk requeue's), it
+// finds none, without reading the queue past them.
 const absorbSQL = `
 	UPDATE river_job j SET state = 'completed', attempt = j.attempt + 1, attempted_at = now(), finalized_at = now()
 	FROM (SELECT id FROM river_job
-		WHERE state = 'available' AND queue = $1 AND id <> $2 AND scheduled_at <= now() AND attempted_at IS NULL
-			AND (kind = 'apply_batch' OR (kind = 'apply_event' AND args @> '{"fresh": true}'))
-		ORDER BY priority, scheduled_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) w
+		WHERE id IN (SELECT id FROM (
+				SELECT id, sum(` + jobEvents + `) OVER (ORDER BY priority, scheduled_at, id) AS upto
+				FROM (SELECT * FROM river_job WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
+					ORDER BY priority, scheduled_at, id LIMIT ` + absorbScan + `) head
+				WHERE ` + absorbable + ` AND id <> $2
+				ORDER BY priority, scheduled_at, id LIMIT $3) c
+			WHERE upto <= $4)
+			AND ` + absorbable + `
+		ORDER BY id FOR UPDATE SKIP LOCKED) w
 	WHERE j.id = w.id
 	RETURNING j.id, ` + absorbedEvents
+
+// absorbScan is how far into the queue an apply looks for jobs to absorb.
+const absorbScan = "128"
 
 // reabsorbSQL takes again those of jobs $1 that still wait, for the split
 // of a failed apply that had absorbed them: the split completes them and
 // runs their events in jobs of their own.
 const reabsorbSQL = `
 	UPDATE river_job j SET state = 'completed', attempt = j.attempt + 1, attempted_at = now(), finalized_at = now()
-	FROM (SELECT id FROM river_job
-		WHERE id = ANY($1) AND state = 'available' AND attempted_at IS NULL
+	FROM (SELECT id FROM river_job WHERE id = ANY($1) AND ` + absorbable + `
 		ORDER BY id FOR UPDATE SKIP LOCKED) w
 	WHERE j.id = w.id
 	RETURNING j.id, ` + absorbedEvents
 
+// absorbable selects the claims' jobs that wait and never ran, and whose
+// arguments are well formed: a job that is not is left to River, whose
+// run of it fails it alone.
+const absorbable = `state = 'available' AND scheduled_at <= now() AND attempted_at IS NULL
+	AND ((kind = 'apply_batch' AND jsonb_typeof(args->'events') = 'array')
+		OR (kind = 'apply_event' AND args @> '{"fresh": true}' AND jsonb_typeof(args->'event_id') = 'string'))`
+
+// jobEvents is the number of events a job carries.
+const jobEvents = `CASE kind WHEN 'apply_batch' THEN jsonb_array_length(args->'events') ELSE 1 END`
+
 // absorbedEvents is an absorbed job's events, as a JSON array of keys.
 const absorbedEvents = `CASE j.kind WHEN 'apply_batch' THEN j.args->'events' ELSE jsonb_build_array(j.args) END`
 
+// absorbedJob is a job an apply absorbed, and its events.
+type absorbedJob struct {
+	id     int64
+	events []EventKey
+}
+
 // absorb runs one of the statements above and returns the jobs it
-// completed and their events.
-func absorb(ctx context.Context, tx *Tx, query string, args ...any) ([]int64, []EventKey, error) {
+// completed.
+func absorb(ctx context.Context, tx *Tx, query string, args ...any) ([]absorbedJob, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, nil, &dbError{fmt.Errorf("absorb waiting jobs: %w", err)}
+		return nil, &dbError{fmt.Errorf("absorb waiting jobs: %w", err)}
 	}
 	defer rows.Close()
-	var (
-		ids  []int64
-		keys []EventKey
-	)
+	var jobs []absorbedJob
 	for rows.Next() {
 		var (
-			id     int64
-			raw    []byte
-			events []EventKey
+			j   absorbedJob
+			raw []byte
 		)
-		if err := rows.Scan(&id, &raw); err != nil {
-			return nil, nil, &dbError{fmt.Errorf("absorb waiting jobs: %w", err)}
+		if err := rows.Scan(&j.id, &raw); err != nil {
+			return nil, &dbError{fmt.Errorf("absorb waiting jobs: %w", err)}
 		}
-		if err := json.Unmarshal(raw, &events); err != nil {
-			return nil, nil, fmt.Errorf("absorb job %d: %w", id, err)
+		if err := json.Unmarshal(raw, &j.events); err != nil {
+			// absorbable let through only arrays of objects, or one.
+			return nil, &dbError{fmt.Errorf("absorb job %d: %w", j.id, err)}
 		}
-		ids = append(ids, id)
-		keys = append(keys, events...)
+		jobs = append(jobs, j)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, &dbError{fmt.Errorf("absorb waiting jobs: %w", err)}
+		return nil, &dbError{fmt.Errorf("absorb waiting jobs: %w", err)}
 	}
-	return ids, keys, nil
+	return jobs, nil
+}
+
+// ids returns the jobs' ids.
+func ids(jobs []absorbedJob) []int64 {
+	out := make([]int64, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.id
+	}
+	return out
+}
+
+// events returns the jobs' events.
+func events(jobs []absorbedJob) []EventKey {
+	var out []EventKey
+	for _, j := range jobs {
+		out = append(out, j.events...)
+	}
+	return out
+}
+
+// retake returns the absorbed jobs a failed apply's split takes back: the
+// one that holds the failing event, when the failure is one absorbed
+// event's; none when it is one of the job's own events; all of them when
+// it is no one event's. The others rolled back with the apply and wait,
+// to run, or be absorbed, whole.
+func retake(jobs []absorbedJob, own []EventKey, failed EventKey) []int64 {
+	if failed == (EventKey{}) {
+		return ids(jobs)
+	}
+	if slices.Contains(own, failed) {
+		return nil
+	}
+	for _, j := range jobs {
+		if slices.Contains(j.events, failed) {
+			return []int64{j.id}
+		}
+	}
+	return nil
 }
 
 // mergeKeys returns own and more as one set in key order: an event is

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -87,10 +88,10 @@ func TestApplyAbsorbsWaitingClaimJobs(t *testing.T) {
 }
 
 // TestAbsorbedEventFailureSplits: an event of an absorbed job fails the
-// transaction; nothing it applied stays, and the failure goes the way of a
-// batch's: every event, the absorbing job's and the absorbed jobs', runs in
-// a job of its own, the failing one's failure is recorded on it alone, and
-// the others settle once.
+// transaction; nothing it applied stays. The split runs in jobs of their
+// own the absorbing job's events and those of the job that held the
+// failing one, whose failure is recorded on it alone; the other absorbed
+// job waits again, and runs whole.
 func TestAbsorbedEventFailureSplits(t *testing.T) {
 	t.Parallel()
 	h := absorbHarness(t)
@@ -108,12 +109,83 @@ func TestAbsorbedEventFailureSplits(t *testing.T) {
 	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id <> 'evt_bad' AND (failures <> 0 OR last_error IS NOT NULL)`),
 		"no failure recorded on the others")
 	require.Equal(t, 1, h.Row(t, "stripe", "evt_bad").Attempts)
-	require.Equal(t, 5, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND NOT args ? 'fresh'`), "a job of its own for every event")
-	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE (kind = 'apply_batch' OR args ? 'fresh') AND state <> 'completed'`),
-		"the absorbed jobs were taken back and completed by the split")
+	require.Equal(t, 4, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND NOT args ? 'fresh'`),
+		"a job of its own for the absorbing job's events and the failing job's")
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE args->>'event_id' = 'evt_c1' AND attempted_by IS NOT NULL`),
+		"the other absorbed job ran whole, fetched by River")
+	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE (kind = 'apply_batch' OR args ? 'fresh') AND state <> 'completed'`))
 	dbtest.Eventually(t, func() bool {
 		job, err := store(h).FindJob(context.Background(), "stripe", "evt_bad")
 		require.NoError(t, err)
 		return job != nil && job.State == "cancelled"
 	}, "the poison event's own job ends")
+}
+
+// TestAbsorbCountsEvents: a job absorbs the waiting jobs whose events fit,
+// in order, in its transaction's budget of 256 events, however few events
+// it has itself; a job that does not fit is left to run on its own.
+func TestAbsorbCountsEvents(t *testing.T) {
+	t.Parallel()
+	h := absorbHarness(t)
+	require.True(t, h.Claim(t, "stripe", "evt_first", "invoice.paid", []byte(`{}`)))
+	for b := range 3 {
+		ids := make([]string, 120)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("evt_%d_%03d", b, i)
+		}
+		insertBatch(t, h, "invoice.paid", ids...)
+	}
+	startWorker(t, h)
+	dbtest.Eventually(t, func() bool {
+		return h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == 361
+	}, "every event settled")
+	require.Equal(t, 361, h.DB.Count(t, `SELECT count(*) FROM applied`))
+	require.Equal(t, 241, h.DB.Count(t, `SELECT count(*) FROM applied WHERE txid = (SELECT txid FROM applied WHERE event_id = 'evt_first')`),
+		"the first job took the two batches that fit")
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(DISTINCT txid) FROM applied WHERE event_id LIKE 'evt_2_%'`))
+	require.Equal(t, 2, h.DB.Count(t, `SELECT count(DISTINCT txid) FROM applied`))
+}
+
+// TestRequeueOfAJobBeingAbsorbed: a requeue that finds the event's waiting
+// job locked (an apply absorbing it, or River fetching it) answers pending
+// at once, instead of waiting for that apply while holding the event's row,
+// which the apply needs next.
+func TestRequeueOfAJobBeingAbsorbed(t *testing.T) {
+	t.Parallel()
+	h := ledgertest.New(t, 0, nil)
+	insertBatch(t, h, "invoice.paid", "evt_held")
+	held, err := h.DB.SQL.Begin()
+	require.NoError(t, err)
+	defer held.Rollback() //nolint:errcheck // the test's lock only
+	_, err = held.Exec(`SELECT id FROM river_job WHERE args->'events' @> '[{"event_id": "evt_held"}]' FOR UPDATE`)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), dbtest.Patience)
+	defer cancel()
+	res, err := store(h).Requeue(ctx, "stripe", "evt_held", false)
+	require.NoError(t, err)
+	require.Equal(t, ledger.RequeuePending, res)
+	require.Equal(t, "claimed", h.Row(t, "stripe", "evt_held").Status)
+}
+
+// TestAbsorbLooksAtTheHeadOfTheQueue: behind more jobs it cannot absorb
+// than it looks at (a bulk requeue's), an apply absorbs nothing, and does
+// not read the queue past them.
+func TestAbsorbLooksAtTheHeadOfTheQueue(t *testing.T) {
+	t.Parallel()
+	h := absorbHarness(t)
+	insertBatch(t, h, "invoice.paid", "evt_head1", "evt_head2")
+	for i := range 130 {
+		require.True(t, h.Claim(t, "stripe", fmt.Sprintf("evt_requeued_%03d", i), "invoice.paid", []byte(`{}`)))
+	}
+	_, err := h.DB.SQL.Exec(`UPDATE river_job SET args = args - 'fresh' WHERE kind = 'apply_event'`)
+	require.NoError(t, err)
+	insertBatch(t, h, "invoice.paid", "evt_tail1", "evt_tail2")
+
+	startWorker(t, h)
+	dbtest.Eventually(t, func() bool {
+		return h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == 134
+	}, "every event settled")
+	require.Equal(t, 2, h.DB.Count(t, `SELECT count(*) FROM applied WHERE txid = (SELECT txid FROM applied WHERE event_id = 'evt_head1')`),
+		"the first job absorbed nothing")
+	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE attempted_by IS NULL`), "River ran every job")
 }

@@ -93,6 +93,18 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 		}
 		result = RequeueRequeued
 		if bring != nil {
+			// NOWAIT again: a job row locked now is being taken by an apply
+			// that absorbs it (absorb.go) or by River's fetch, and will
+			// apply the event; waiting for it while holding the event's
+			// row would deadlock with that apply.
+			var id int64
+			err := tx.QueryRowContext(ctx, `SELECT id FROM river_job WHERE id = $1 FOR UPDATE NOWAIT`, bring.id).Scan(&id)
+			if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+				return errBeingApplied
+			}
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("lock job %d: %w", bring.id, err)
+			}
 			if _, err := s.jobs.JobRetryTx(ctx, tx.Tx, bring.id); err != nil {
 				return fmt.Errorf("retry job %d: %w", bring.id, err)
 			}

@@ -139,17 +139,16 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ow
 	var (
 		done     []applied
 		fail     *failure
-		absorbed []int64
+		absorbed []absorbedJob
 	)
 	err := a.inTx(ctx, func(tx *Tx) error {
 		done, fail, absorbed = done[:0], nil, nil
 		start := time.Now()
 		keys := own
 		err := planApply(ctx, tx)
-		if limit := absorbLimit(len(own)); err == nil && absorbs && limit > 0 {
-			var more []EventKey
-			if absorbed, more, err = absorb(ctx, tx, absorbSQL, job.Queue, job.ID, limit); err == nil {
-				keys = mergeKeys(own, more)
+		if budget := absorbEvents - len(own); err == nil && absorbs && budget > 0 {
+			if absorbed, err = absorb(ctx, tx, absorbSQL, job.Queue, job.ID, maxAbsorbedJobs, budget); err == nil {
+				keys = mergeKeys(own, events(absorbed))
 			}
 		}
 		var locked map[EventKey]*lockedRow
@@ -205,20 +204,28 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ow
 		// Begin, job completion or commit: the ledger's own statements.
 		fail = &failure{attempt: Attempt{Seen: -1}, err: err, kind: classify(ctx, a.DB, nil, &dbError{err})}
 	}
-	// The absorbed jobs were rolled back with the apply and wait again. A
-	// failure that is an event's goes the way of a batch's: the split takes
-	// back those still waiting, and runs every event in a job of its own.
+	// The absorbed jobs were rolled back with the apply and wait again.
+	// The time of a transaction that held other jobs' events is no one
+	// event's: running out of it records nothing, and each event then runs
+	// in a job of its own, within its own time.
+	if len(absorbed) > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && fail.kind == failedHandler {
+		fail.attempt, fail.ev = Attempt{Seen: -1}, nil
+	}
+	// A failure goes the way of a batch's, over the job's events and those
+	// of the absorbed jobs that the split takes back (retake) while they
+	// still wait.
+	again := retake(absorbed, own, fail.attempt.Key)
 	complete := func(ctx context.Context, tx *Tx) ([]EventKey, error) {
 		if _, err := river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx.Tx, job); err != nil {
 			return nil, err
 		}
-		if len(absorbed) == 0 {
+		if len(again) == 0 {
 			return nil, nil
 		}
-		_, more, err := absorb(ctx, tx, reabsorbSQL, absorbed)
-		return more, err
+		jobs, err := absorb(ctx, tx, reabsorbSQL, again)
+		return events(jobs), err
 	}
-	return a.failed(ctx, job.ID, complete, own, len(absorbed) > 0, force, fail)
+	return a.failed(ctx, job.ID, complete, own, len(again) > 0, force, fail)
 }
 
 // failed takes the one failure path.
