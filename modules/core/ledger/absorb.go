@@ -46,29 +46,23 @@ func mayAbsorb(job *rivertype.JobRow) bool {
 // a requeue's and a retry's jobs run alone, with their own events.
 //
 // absorbSQL takes such jobs of queue $1, other than job $2, oldest first
-// as River would fetch them: of the first $3 among the absorbScan jobs at
-// the head of the queue, those whose events fit, counted in order, in $4
-// events. It reads the candidates without locks, then locks those it keeps,
-// skipping any that River or another apply holds, and checks again that
-// they wait. Behind a head of jobs it cannot absorb (a bulk requeue's), it
-// finds none, without reading the queue past them.
+// as River would fetch them: it locks up to $3, skipping any that River or
+// another apply holds, and keeps those whose events fit, counted in order,
+// in $4 events. A job it locked and did not keep stays as it was, and waits
+// for this transaction to end. The index river_job_absorbable holds the
+// absorbable jobs only, so the statement reads no other job however many
+// wait.
 const absorbSQL = `
 	UPDATE river_job j SET state = 'completed', attempt = j.attempt + 1, attempted_at = now(), finalized_at = now()
-	FROM (SELECT id FROM river_job
-		WHERE id IN (SELECT id FROM (
-				SELECT id, sum(` + jobEvents + `) OVER (ORDER BY priority, scheduled_at, id) AS upto
-				FROM (SELECT * FROM river_job WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
-					ORDER BY priority, scheduled_at, id LIMIT ` + absorbScan + `) head
-				WHERE ` + absorbable + ` AND id <> $2
-				ORDER BY priority, scheduled_at, id LIMIT $3) c
-			WHERE upto <= $4)
-			AND ` + absorbable + `
-		ORDER BY id FOR UPDATE SKIP LOCKED) w
+	FROM (SELECT id FROM (
+			SELECT id, sum(` + jobEvents + `) OVER (ORDER BY priority, scheduled_at, id) AS upto FROM (
+				SELECT id, kind, args, priority, scheduled_at FROM river_job
+				WHERE ` + absorbable + ` AND queue = $1 AND id <> $2
+				ORDER BY priority, scheduled_at, id LIMIT $3
+				FOR UPDATE SKIP LOCKED) locked) sized
+		WHERE upto <= $4) w
 	WHERE j.id = w.id
 	RETURNING j.id, ` + absorbedEvents
-
-// absorbScan is how far into the queue an apply looks for jobs to absorb.
-const absorbScan = "128"
 
 // reabsorbSQL takes again those of jobs $1 that still wait, for the split
 // of a failed apply that had absorbed them: the split completes them and

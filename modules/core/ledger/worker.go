@@ -151,6 +151,17 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ow
 				keys = mergeKeys(own, events(absorbed))
 			}
 		}
+		// The job completes first, before the apply takes any lock another
+		// apply may wait for: an apply that absorbs can be left holding the
+		// lock of a job River fetched a moment before (PostgreSQL keeps the
+		// lock of a row that SKIP LOCKED took and its recheck then dropped),
+		// and the job's own completion waits for that apply to end. It must
+		// then hold nothing that apply needs.
+		if err == nil {
+			if _, err = river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx.Tx, job); err != nil {
+				err = &dbError{fmt.Errorf("complete job %d: %w", job.ID, err)}
+			}
+		}
 		var locked map[EventKey]*lockedRow
 		if err == nil {
 			locked, err = lockForApply(ctx, tx, keys, force)
@@ -189,9 +200,6 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ow
 				done[i].took += flushTook
 			}
 		}
-		if _, err := river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx.Tx, job); err != nil {
-			return &dbError{fmt.Errorf("complete job %d: %w", job.ID, err)}
-		}
 		return nil
 	})
 	if err == nil {
@@ -201,7 +209,7 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ow
 		return nil
 	}
 	if fail == nil {
-		// Begin, job completion or commit: the ledger's own statements.
+		// Begin or commit: the ledger's own statements.
 		fail = &failure{attempt: Attempt{Seen: -1}, err: err, kind: classify(ctx, a.DB, nil, &dbError{err})}
 	}
 	// The absorbed jobs were rolled back with the apply and wait again.

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS "river_job_absorbable";
