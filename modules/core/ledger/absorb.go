@@ -46,10 +46,11 @@ func mayAbsorb(job *rivertype.JobRow) bool {
 // a requeue's and a retry's jobs run alone, with their own events.
 //
 // absorbSQL takes such jobs of queue $1, other than job $2, oldest first
-// as River would fetch them: it locks up to $3, skipping any that River or
-// another apply holds, and keeps those whose events fit, counted in order,
-// in $4 events. A job it locked and did not keep stays as it was, and waits
-// for this transaction to end. The index river_job_absorbable holds the
+// as River would fetch them: it locks up to $3 that each fit in $4 events,
+// skipping any that River or another apply holds, and keeps those whose
+// events fit, counted in order, in $4. A job it locked and did not keep
+// stays as it was, and waits for this transaction to end; one larger than
+// the budget is never locked. The index river_job_absorbable holds the
 // absorbable jobs only, so the statement reads no other job however many
 // wait.
 const absorbSQL = `
@@ -57,7 +58,7 @@ const absorbSQL = `
 	FROM (SELECT id FROM (
 			SELECT id, sum(` + jobEvents + `) OVER (ORDER BY priority, scheduled_at, id) AS upto FROM (
 				SELECT id, kind, args, priority, scheduled_at FROM river_job
-				WHERE ` + absorbable + ` AND queue = $1 AND id <> $2
+				WHERE ` + absorbable + ` AND queue = $1 AND id <> $2 AND ` + jobEvents + ` <= $4
 				ORDER BY priority, scheduled_at, id LIMIT $3
 				FOR UPDATE SKIP LOCKED) locked) sized
 		WHERE upto <= $4) w
@@ -69,14 +70,15 @@ const absorbSQL = `
 // runs their events in jobs of their own.
 const reabsorbSQL = `
 	UPDATE river_job j SET state = 'completed', attempt = j.attempt + 1, attempted_at = now(), finalized_at = now()
-	FROM (SELECT id FROM river_job WHERE id = ANY($1) AND ` + absorbable + `
+	FROM (SELECT id FROM river_job WHERE id = ANY($1) AND state = 'available' AND attempted_at IS NULL
 		ORDER BY id FOR UPDATE SKIP LOCKED) w
 	WHERE j.id = w.id
 	RETURNING j.id, ` + absorbedEvents
 
 // absorbable selects the claims' jobs that wait and never ran, and whose
-// arguments are well formed: a job that is not is left to River, whose
-// run of it fails it alone.
+// arguments have the shape of a claim's: a job that has not is left to
+// River, whose run of it fails it alone. (The ids of reabsorbSQL were
+// absorbable; it finds them by key.)
 const absorbable = `state = 'available' AND scheduled_at <= now() AND attempted_at IS NULL
 	AND ((kind = 'apply_batch' AND jsonb_typeof(args->'events') = 'array')
 		OR (kind = 'apply_event' AND args @> '{"fresh": true}' AND jsonb_typeof(args->'event_id') = 'string'))`
@@ -111,7 +113,8 @@ func absorb(ctx context.Context, tx *Tx, query string, args ...any) ([]absorbedJ
 			return nil, &dbError{fmt.Errorf("absorb waiting jobs: %w", err)}
 		}
 		if err := json.Unmarshal(raw, &j.events); err != nil {
-			// absorbable let through only arrays of objects, or one.
+			// Elements that are not keys: the apply rolls back as in an
+			// outage, records nothing, and runs again alone (mayAbsorb).
 			return nil, &dbError{fmt.Errorf("absorb job %d: %w", j.id, err)}
 		}
 		jobs = append(jobs, j)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -35,13 +36,12 @@ func absorbHarness(t *testing.T) *ledgertest.Harness {
 	return h
 }
 
-// startWorker starts River with one worker: it fetches one job at a time,
-// the oldest, and the others wait beside it.
-func startWorker(t *testing.T, h *ledgertest.Harness) {
+// startWorker starts River with one worker (and o's timeout): it fetches
+// one job at a time, the oldest, and the others wait beside it.
+func startWorker(t *testing.T, h *ledgertest.Harness, o ledger.RiverOptions) {
 	t.Helper()
-	client, err := ledger.NewRiver(h.DB.SQL, h.DB.Listener(t), ledger.RiverOptions{
-		Workers: 1, Registry: h.Registry, Metrics: h.Metrics, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-	})
+	o.Workers, o.Registry, o.Metrics, o.Logger = 1, h.Registry, h.Metrics, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	client, err := ledger.NewRiver(h.DB.SQL, h.DB.Listener(t), o)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, client.Start(ctx))
@@ -66,7 +66,7 @@ func TestApplyAbsorbsWaitingClaimJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE args @> '{"fresh": true}'`), "a claim of one event marks its job")
 
-	startWorker(t, h)
+	startWorker(t, h, ledger.RiverOptions{})
 	for _, id := range []string{"evt_a1", "evt_a2", "evt_b1", "evt_b2", "evt_b3", "evt_c1", "evt_d1"} {
 		h.WaitSettled(t, "stripe", id)
 	}
@@ -90,8 +90,8 @@ func TestApplyAbsorbsWaitingClaimJobs(t *testing.T) {
 // TestAbsorbedEventFailureSplits: an event of an absorbed job fails the
 // transaction; nothing it applied stays. The split runs in jobs of their
 // own the absorbing job's events and those of the job that held the
-// failing one, whose failure is recorded on it alone; the other absorbed
-// job waits again, and runs whole.
+// failing one; the failing event's own job records its permanent failure,
+// on it alone. The other absorbed job waits again, and runs whole.
 func TestAbsorbedEventFailureSplits(t *testing.T) {
 	t.Parallel()
 	h := absorbHarness(t)
@@ -99,7 +99,7 @@ func TestAbsorbedEventFailureSplits(t *testing.T) {
 	insertBatch(t, h, "invoice.paid", "evt_bad", "evt_b2")
 	require.True(t, h.Claim(t, "stripe", "evt_c1", "invoice.paid", []byte(`{}`)))
 
-	startWorker(t, h)
+	startWorker(t, h, ledger.RiverOptions{})
 	for _, id := range []string{"evt_a1", "evt_a2", "evt_b2", "evt_c1"} {
 		h.WaitSettled(t, "stripe", id)
 	}
@@ -135,7 +135,7 @@ func TestAbsorbCountsEvents(t *testing.T) {
 		}
 		insertBatch(t, h, "invoice.paid", ids...)
 	}
-	startWorker(t, h)
+	startWorker(t, h, ledger.RiverOptions{})
 	dbtest.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == 361
 	}, "every event settled")
@@ -154,17 +154,23 @@ func TestRequeueOfAJobBeingAbsorbed(t *testing.T) {
 	t.Parallel()
 	h := ledgertest.New(t, 0, nil)
 	insertBatch(t, h, "invoice.paid", "evt_held")
+	_, err := h.DB.SQL.Exec(`UPDATE webhook_event SET status = 'failed', failures = 2, last_error = 'boom' WHERE event_id = 'evt_held'`)
+	require.NoError(t, err)
 	held, err := h.DB.SQL.Begin()
 	require.NoError(t, err)
 	defer held.Rollback() //nolint:errcheck // the test's lock only
 	_, err = held.Exec(`SELECT id FROM river_job WHERE args->'events' @> '[{"event_id": "evt_held"}]' FOR UPDATE`)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), dbtest.Patience)
+	// Far longer than a NOWAIT answer takes; a requeue that waited for
+	// the lock would end here instead of after the whole patience.
+	ctx, cancel := context.WithTimeout(context.Background(), dbtest.Patience/4)
 	defer cancel()
 	res, err := store(h).Requeue(ctx, "stripe", "evt_held", false)
 	require.NoError(t, err)
 	require.Equal(t, ledger.RequeuePending, res)
-	require.Equal(t, "claimed", h.Row(t, "stripe", "evt_held").Status)
+	row := h.Row(t, "stripe", "evt_held")
+	require.Equal(t, "failed", row.Status, "the requeue's own change rolled back")
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_held' AND failures = 2 AND last_error = 'boom'`))
 }
 
 // TestAbsorbReachesPastJobsItCannotAbsorb: behind many jobs it cannot
@@ -181,7 +187,7 @@ func TestAbsorbReachesPastJobsItCannotAbsorb(t *testing.T) {
 	require.NoError(t, err)
 	insertBatch(t, h, "invoice.paid", "evt_tail1", "evt_tail2")
 
-	startWorker(t, h)
+	startWorker(t, h, ledger.RiverOptions{})
 	dbtest.Eventually(t, func() bool {
 		return h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == 134
 	}, "every event settled")
@@ -189,4 +195,38 @@ func TestAbsorbReachesPastJobsItCannotAbsorb(t *testing.T) {
 		"the first job absorbed the last")
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE attempted_by IS NULL`), "only the last job was absorbed")
 	require.Equal(t, 131, h.DB.Count(t, `SELECT count(DISTINCT txid) FROM applied`), "the requeue's jobs ran alone")
+}
+
+// TestAbsorbedTimeoutRecordsNothing: a transaction that held other jobs'
+// events runs out of time while some event is running, no matter which:
+// the timeout is recorded on no event, and every event runs at once in a
+// job of its own, within its own time.
+func TestAbsorbedTimeoutRecordsNothing(t *testing.T) {
+	t.Parallel()
+	h := ledgertest.New(t, 0, func(h *ledgertest.Harness) {
+		h.Registry.Handle("stripe", "invoice.paid", func(ctx context.Context, _ *ledger.Tx, _ *ledger.Event) error {
+			// Each event's work is a tenth of the timeout; fifteen of them
+			// in one transaction are more than all of it.
+			select {
+			case <-time.After(200 * time.Millisecond):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	})
+	ids := make([]string, 14)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("evt_slow_%02d", i)
+	}
+	require.True(t, h.Claim(t, "stripe", "evt_slow_first", "invoice.paid", []byte(`{}`)))
+	insertBatch(t, h, "invoice.paid", ids...)
+	startWorker(t, h, ledger.RiverOptions{ApplyTimeout: 2 * time.Second})
+	dbtest.Eventually(t, func() bool {
+		return h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == 15
+	}, "every event settled")
+	require.Equal(t, 15, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND NOT args ? 'fresh'`),
+		"the split gave every event a job of its own")
+	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND scheduled_at > created_at + interval '500 milliseconds'`),
+		"no event was held back as if it had failed")
 }

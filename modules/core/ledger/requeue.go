@@ -99,12 +99,16 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 			// row would deadlock with that apply.
 			var id int64
 			err := tx.QueryRowContext(ctx, `SELECT id FROM river_job WHERE id = $1 FOR UPDATE NOWAIT`, bring.id).Scan(&id)
-			if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+			switch {
+			case errors.As(err, &pgErr) && pgErr.Code == "55P03":
 				return errBeingApplied
-			}
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			case errors.Is(err, sql.ErrNoRows):
+				bring = nil // River pruned it meanwhile: a new job below
+			case err != nil:
 				return fmt.Errorf("lock job %d: %w", bring.id, err)
 			}
+		}
+		if bring != nil {
 			if _, err := s.jobs.JobRetryTx(ctx, tx.Tx, bring.id); err != nil {
 				return fmt.Errorf("retry job %d: %w", bring.id, err)
 			}
