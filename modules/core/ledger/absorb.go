@@ -53,8 +53,7 @@ func mayAbsorb(job *rivertype.JobRow) bool {
 // the budget is never locked. The index river_job_absorbable holds the
 // absorbable jobs only, so the statement reads no other job however many
 // wait.
-const absorbSQL = `
-	UPDATE river_job j SET state = 'completed', attempt = j.attempt + 1, attempted_at = now(), finalized_at = now()
+const absorbSQL = completeAbsorbed + `
 	FROM (SELECT id FROM (
 			SELECT id, sum(` + jobEvents + `) OVER (ORDER BY priority, scheduled_at, id) AS upto FROM (
 				SELECT id, kind, args, priority, scheduled_at FROM river_job
@@ -68,12 +67,16 @@ const absorbSQL = `
 // reabsorbSQL takes again those of jobs $1 that still wait, for the split
 // of a failed apply that had absorbed them: the split completes them and
 // runs their events in jobs of their own.
-const reabsorbSQL = `
-	UPDATE river_job j SET state = 'completed', attempt = j.attempt + 1, attempted_at = now(), finalized_at = now()
+const reabsorbSQL = completeAbsorbed + `
 	FROM (SELECT id FROM river_job WHERE id = ANY($1) AND state = 'available' AND attempted_at IS NULL
 		ORDER BY id FOR UPDATE SKIP LOCKED) w
 	WHERE j.id = w.id
 	RETURNING j.id, ` + absorbedEvents
+
+// completeAbsorbed marks the absorbed jobs w completed, as a run of
+// River's would: one attempt, made and finished now.
+const completeAbsorbed = `
+	UPDATE river_job j SET state = 'completed', attempt = j.attempt + 1, attempted_at = now(), finalized_at = now()`
 
 // absorbable selects the claims' jobs that wait and never ran, and whose
 // arguments have the shape of a claim's: a job that has not is left to
@@ -170,14 +173,6 @@ func mergeKeys(own, more []EventKey) []EventKey {
 		return own
 	}
 	all := append(append(make([]EventKey, 0, len(own)+len(more)), own...), more...)
-	slices.SortFunc(all, func(a, b EventKey) int {
-		switch {
-		case a.less(b):
-			return -1
-		case b.less(a):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(all, EventKey.compare)
 	return slices.Compact(all)
 }

@@ -1,11 +1,13 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,14 +25,14 @@ type EventKey struct {
 	EventID   string `json:"event_id"`
 }
 
-// less orders ledger keys. Transactions that lock ledger rows in this order
-// cannot deadlock on them.
-func (k EventKey) less(o EventKey) bool {
-	if k.Namespace != o.Namespace {
-		return k.Namespace < o.Namespace
-	}
-	return k.EventID < o.EventID
+// compare orders ledger keys. Transactions that lock ledger rows in this
+// order cannot deadlock on them.
+func (k EventKey) compare(o EventKey) int {
+	return cmp.Or(strings.Compare(k.Namespace, o.Namespace), strings.Compare(k.EventID, o.EventID))
 }
+
+// less is compare as a less function.
+func (k EventKey) less(o EventKey) bool { return k.compare(o) < 0 }
 
 // ApplyBatchArgs applies the events one group commit claimed, in one
 // transaction: a handful of round trips for the batch instead of five per
@@ -135,7 +137,7 @@ type completer func(ctx context.Context, tx *Tx) ([]EventKey, error)
 // its transaction, and their events with its own (absorb.go).
 func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], own []EventKey, force, absorbs bool) error {
 	own = append([]EventKey(nil), own...)
-	sort.Slice(own, func(i, j int) bool { return own[i].less(own[j]) })
+	slices.SortFunc(own, EventKey.compare)
 	var (
 		done     []applied
 		fail     *failure
@@ -237,7 +239,10 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ow
 }
 
 // failed takes the one failure path.
-func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, keys []EventKey, absorbed bool, force bool, f *failure) error {
+// keys are the job's own events; retook says the split also takes back
+// absorbed jobs (complete returns their events), so it splits even a job of
+// one event.
+func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, keys []EventKey, retook bool, force bool, f *failure) error {
 	log := a.Logger.With(zap.Int64("job_id", jobID), zap.Int("events", len(keys)))
 	if f.attempt.Key != (EventKey{}) {
 		log = log.With(zap.String("namespace", f.attempt.Key.Namespace), zap.String("event_id", f.attempt.Key.EventID))
@@ -269,7 +274,7 @@ func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, k
 	if f.attempt.Key != (EventKey{}) {
 		a.feed().Info(fmt.Sprintf("<-- %s failed: %v", f.attempt.Key.EventID, f.err))
 	}
-	if len(keys) > 1 || absorbed {
+	if len(keys) > 1 || retook {
 		return a.split(ctx, complete, keys, force, f, log)
 	}
 	if errors.Is(f.err, ErrEventGone) {
