@@ -72,6 +72,9 @@ type App struct {
 	stopTracing func(context.Context) error
 	// gate is the Redis short-circuit (REDIS_URL), or nil.
 	gate *shortcircuit.Gate
+	// payloads is what the claims keep for the apply in the same process
+	// (role all), or nil.
+	payloads *ledger.Payloads
 }
 
 // New connects to the database and builds everything role needs. Close
@@ -103,14 +106,19 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 	if role.WorksJobs() {
 		workers = cfg.Workers
 	}
+	if role.WorksJobs() && role.TakesWebhooks() {
+		a.payloads = ledger.NewPayloads(ledger.PayloadsBytes, ledger.PayloadsAge)
+	}
 	var err error
 	a.river, err = ledger.NewRiver(a.db, a.listener, ledger.RiverOptions{
-		Workers:    workers,
-		Registry:   a.registry,
-		Logger:     log,
-		Metrics:    a.metrics,
-		Retention:  cfg.Retention,
-		Middleware: a.riverMiddleware(),
+		Workers:     workers,
+		Registry:    a.registry,
+		Logger:      log,
+		Metrics:     a.metrics,
+		Retention:   cfg.Retention,
+		Middleware:  a.riverMiddleware(),
+		ApplyLinger: cfg.ApplyLinger,
+		Payloads:    a.payloads,
 	})
 	if err != nil {
 		a.Close()

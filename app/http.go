@@ -41,7 +41,9 @@ func (a *App) buildHTTP() error {
 	e.NoMethod(func(c *gin.Context) { c.JSON(http.StatusMethodNotAllowed, gin.H{"error": "method not allowed"}) })
 
 	e.GET("/healthz", healthz)
-	store := ledger.NewStore(a.db, a.river, ledger.StoreOptions{LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, Middleware: a.riverMiddleware()})
+	store := ledger.NewStore(a.db, a.river, ledger.StoreOptions{
+		LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, Middleware: a.riverMiddleware(), Payloads: a.payloads,
+	})
 	a.metrics.Registry.MustRegister(ledger.NewCollector(store), buildInfo())
 	if a.cfg.MetricsAddr == "" {
 		e.GET("/readyz", a.readyz(true))

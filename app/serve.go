@@ -97,9 +97,10 @@ func (a *App) logSources() {
 }
 
 // startCPUProfile writes a CPU profile of this process, from now until
-// stop, to path.<role>.<pid>: a benchmark starts several serve processes
-// with one environment, and each keeps a profile of its own. It is for
-// measuring, never on by default.
+// stop, to path.<role>.<pid>, and at stop its allocations to the same
+// name with .allocs: a benchmark starts several serve processes with one
+// environment, and each keeps profiles of its own. It is for measuring,
+// never on by default.
 func startCPUProfile(path string, role config.Role) (stop func(), err error) {
 	f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, role, os.Getpid()))
 	if err != nil {
@@ -112,5 +113,9 @@ func startCPUProfile(path string, role config.Role) (stop func(), err error) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		if h, err := os.Create(fmt.Sprintf("%s.%s.%d.allocs", path, role, os.Getpid())); err == nil {
+			pprof.Lookup("allocs").WriteTo(h, 0)
+			h.Close()
+		}
 	}, nil
 }

@@ -29,7 +29,14 @@ const (
 	DefaultClaimTimeout      = 2 * time.Second
 	DefaultRetention         = 2160 * time.Hour
 	DefaultWorkers           = 4
-	DefaultDBMaxConns        = 48
+	// DefaultApplyLinger is how old a claim's apply job is before it takes
+	// its batch: under load, the claims of that time apply in one
+	// transaction.
+	DefaultApplyLinger = 50 * time.Millisecond
+	// MaxApplyLinger bounds APPLY_LINGER: an event settles up to that much
+	// later.
+	MaxApplyLinger    = time.Second
+	DefaultDBMaxConns = 48
 	// MinRetention is Stripe's replay window: a pruned id younger than this
 	// could be delivered or replayed again and claimed a second time.
 	MinRetention = 720 * time.Hour
@@ -137,6 +144,9 @@ type Config struct {
 	AdminToken      Secret        `json:"admin_token"`
 	Retention       time.Duration `json:"retention"`
 	Workers         int           `json:"workers"`
+	// ApplyLinger is how old a claim's apply job is before it takes its
+	// batch, so that the claims of that time apply in one transaction.
+	ApplyLinger time.Duration `json:"apply_linger"`
 	// ReconcileInterval > 0 turns on scheduled Stripe reconciliation.
 	ReconcileInterval time.Duration `json:"reconcile_interval"`
 	ReconcileWindow   time.Duration `json:"reconcile_window"`
@@ -252,6 +262,10 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		}
 	}
 	c.Workers = intVar(getenv, "WORKERS", DefaultWorkers, fail)
+	c.ApplyLinger = durationVar(getenv, "APPLY_LINGER", DefaultApplyLinger, fail)
+	if c.ApplyLinger < 0 || c.ApplyLinger > MaxApplyLinger {
+		fail("APPLY_LINGER=%s: want a duration from 0 (apply at once) to %s", c.ApplyLinger, MaxApplyLinger)
+	}
 	c.ClaimCommitters = intVar(getenv, "CLAIM_COMMITTERS", 1, fail)
 	c.ClaimBatchMax = intVar(getenv, "CLAIM_BATCH_MAX", 256, fail)
 	switch v := or(getenv("CLAIM_GROUP_COMMIT"), "true"); v {

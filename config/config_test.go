@@ -25,7 +25,21 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 2*time.Second, c.ClaimTimeout)
 	require.Equal(t, ClaimEnforce, c.ClaimMode)
 	require.Equal(t, 2160*time.Hour, c.Retention)
+	require.Equal(t, 50*time.Millisecond, c.ApplyLinger)
 	require.Empty(t, c.Sources, "no secret, no source")
+}
+
+func TestApplyLinger(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]time.Duration{"0": 0, "0.2": 200 * time.Millisecond, "1s": time.Second} {
+		c, err := FromEnv(env(map[string]string{"APPLY_LINGER": v}))
+		require.NoError(t, err, v)
+		require.Equal(t, want, c.ApplyLinger, v)
+	}
+	for _, v := range []string{"-1ms", "2s", "soon"} {
+		_, err := FromEnv(env(map[string]string{"APPLY_LINGER": v}))
+		require.ErrorContains(t, err, "APPLY_LINGER", v)
+	}
 }
 
 func TestSourcesFromSecrets(t *testing.T) {

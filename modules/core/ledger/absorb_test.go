@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -229,4 +230,53 @@ func TestAbsorbedTimeoutRecordsNothing(t *testing.T) {
 		"the split gave every event a job of its own")
 	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND scheduled_at > created_at + interval '500 milliseconds'`),
 		"no event was held back as if it had failed")
+}
+
+// TestLingerGathersClaimsThatArriveMeanwhile: a claim's job lingers
+// before it takes its batch, and the claims committed meanwhile, each
+// with a job of its own, apply in its transaction. A job that cannot
+// absorb (a requeue's) does not linger.
+func TestLingerGathersClaimsThatArriveMeanwhile(t *testing.T) {
+	t.Parallel()
+	h := absorbHarness(t)
+	var (
+		lingers   atomic.Int32
+		lingering = make(chan struct{}, 1)
+		release   = make(chan struct{})
+	)
+	gate := func(ctx context.Context) {
+		lingers.Add(1)
+		lingering <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}
+	// An hour: only the gate ends the wait.
+	startWorker(t, h, ledger.WithLingerGate(ledger.RiverOptions{ApplyLinger: time.Hour}, gate))
+	require.True(t, h.Claim(t, "stripe", "evt_first", "invoice.paid", []byte(`{}`)))
+	select {
+	case <-lingering:
+	case <-time.After(dbtest.Patience):
+		t.Fatal("the first claim's job never lingered")
+	}
+	require.True(t, h.Claim(t, "stripe", "evt_second", "invoice.paid", []byte(`{}`)))
+	insertBatch(t, h, "invoice.paid", "evt_third", "evt_fourth")
+	close(release)
+	for _, id := range []string{"evt_first", "evt_second", "evt_third", "evt_fourth"} {
+		h.WaitSettled(t, "stripe", id)
+	}
+	require.Equal(t, 4, h.DB.Count(t, `SELECT count(*) FROM applied`))
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(DISTINCT txid) FROM applied`), "the claims of the linger in one transaction")
+	require.Equal(t, 2, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE attempted_by IS NULL AND state = 'completed'`),
+		"the later claims' jobs absorbed, never fetched by River")
+
+	// A requeue's job runs alone and at once.
+	_, err := h.DB.SQL.Exec(`UPDATE webhook_event SET status = 'failed' WHERE event_id = 'evt_second'`)
+	require.NoError(t, err)
+	res, err := store(h).Requeue(context.Background(), "stripe", "evt_second", false)
+	require.NoError(t, err)
+	require.Equal(t, ledger.RequeueRequeued, res)
+	h.WaitSettled(t, "stripe", "evt_second")
+	require.Equal(t, int32(1), lingers.Load(), "only the claim's job lingered")
 }

@@ -98,7 +98,7 @@ func apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, 
 	if err := planApply(ctx, tx); err != nil {
 		return nil, OutcomeFailed, -1, err
 	}
-	rows, err := lockForApply(ctx, tx, []EventKey{k}, args.Force)
+	rows, err := lockForApply(ctx, tx, []EventKey{k}, args.Force, nil)
 	if err != nil {
 		return nil, OutcomeFailed, -1, err
 	}
@@ -164,7 +164,7 @@ type lockedRow struct {
 // makes the settle invisible until the handlers succeed, and a failure
 // rolls it back with them. A row already settled is left alone unless
 // force, and is missing from the answer, as is a row that does not exist.
-func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool) (map[EventKey]*lockedRow, error) {
+func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool, payloads *Payloads) (map[EventKey]*lockedRow, error) {
 	namespaces, ids := make([]string, len(keys)), make([]string, len(keys))
 	for i, k := range keys {
 		namespaces[i], ids[i] = k.Namespace, k.EventID
@@ -180,14 +180,31 @@ func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool) (map
 	// as an attempt. A forced apply also settles rows that were settled,
 	// and must know which were, so it locks them in a subquery first, in
 	// key order, and reads their status there.
+	//
+	// The payloads this process claimed and still keeps (Payloads) are not
+	// read back: the statement returns NULL for them, and never reads them
+	// out of TOAST.
+	var kept map[EventKey][]byte
+	cached := make([]bool, len(keys))
+	if !force {
+		for i, k := range keys {
+			if p, ok := payloads.take(k); ok {
+				if kept == nil {
+					kept = make(map[EventKey][]byte, len(keys))
+				}
+				kept[k], cached[i] = p, true
+			}
+		}
+	}
 	query := `
 		UPDATE webhook_event e
 		SET status = ` + settledSQL + `, settled_at = now(), attempts = e.attempts + 1, last_error = NULL,
 			failures = 0, failing_since = NULL
-		FROM unnest($1::text[], $2::text[]) AS k(namespace, event_id)
+		FROM unnest($1::text[], $2::text[], $3::boolean[]) AS k(namespace, event_id, kept)
 		WHERE e.namespace = k.namespace AND e.event_id = k.event_id AND e.status <> ` + settledSQL + `
-		RETURNING e.namespace, e.event_id, e.provider, e.source, e.event_type, e.payload, e.occurred_at, e.replayed, '' AS old_status, e.attempts`
-	args := []any{namespaces, ids}
+		RETURNING e.namespace, e.event_id, e.provider, e.source, e.event_type, CASE WHEN k.kept THEN NULL ELSE e.payload END,
+			e.occurred_at, e.replayed, '' AS old_status, e.attempts`
+	args := []any{namespaces, ids, cached}
 	if force {
 		// Forced: the rows' status before, for Event.Forced.
 		query = `
@@ -199,6 +216,7 @@ func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool) (map
 			ORDER BY namespace COLLATE "C", event_id COLLATE "C" FOR UPDATE) old
 		WHERE e.id = old.id
 		RETURNING e.namespace, e.event_id, e.provider, e.source, e.event_type, e.payload, e.occurred_at, e.replayed, old.status, e.attempts`
+		args = []any{namespaces, ids}
 	}
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -217,6 +235,9 @@ func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool) (map
 		if err := rows.Scan(&ev.Namespace, &ev.EventID, &ev.Provider, &ev.Source, &ev.Type, &payload, &occurredAt, &ev.Replayed,
 			&wasStatus, &attempts); err != nil {
 			return nil, &dbError{fmt.Errorf("lock %d event(s): %w", len(keys), err)}
+		}
+		if payload == nil {
+			payload = kept[EventKey{Namespace: ev.Namespace, EventID: ev.EventID}]
 		}
 		ev.Payload, ev.OccurredAt = payload, occurredAt.Time
 		ev.Forced = force && wasStatus == string(webhookevent.StatusSettled)

@@ -1,6 +1,10 @@
 package ledger
 
-import "database/sql"
+import (
+	"context"
+	"database/sql"
+	"time"
+)
 
 // BacklogQuery is the statement Backlog runs, for the plan test.
 const BacklogQuery = backlogQuery
@@ -11,3 +15,16 @@ func WrapTx(tx *sql.Tx) *Tx { return &Tx{Tx: tx} }
 
 // CheckPayloadFully is CheckPayload without its fast path.
 var CheckPayloadFully = checkPayload
+
+// WithLingerGate makes the appliers of o linger until gate returns,
+// instead of until their job is ApplyLinger old.
+func WithLingerGate(o RiverOptions, gate func(ctx context.Context)) RiverOptions {
+	o.lingerGate = gate
+	return o
+}
+
+// PutPayload, TakePayload and PayloadBytes reach a Payloads as the claim
+// and the apply do.
+func PutPayload(p *Payloads, k EventKey, payload []byte, now time.Time) { p.put(k, payload, now) }
+func TakePayload(p *Payloads, k EventKey) ([]byte, bool)                { return p.take(k) }
+func PayloadBytes(p *Payloads) int                                      { p.mu.Lock(); defer p.mu.Unlock(); return p.bytes }

@@ -50,6 +50,16 @@ type RiverOptions struct {
 	ApplyTimeout time.Duration
 	// Middleware wraps job inserts and work (tracing).
 	Middleware []rivertype.Middleware
+	// ApplyLinger is how old a claim's apply job must be before it takes
+	// its batch (Applier.Linger); 0 applies at once.
+	ApplyLinger time.Duration
+
+	// Payloads, when set, are what the process's claims keep for the
+	// apply (StoreOptions.Payloads): the apply does not read them back.
+	Payloads *Payloads
+
+	// lingerGate, when set, replaces the linger's timer (tests).
+	lingerGate func(ctx context.Context)
 }
 
 // NewRiver builds River on db, the *sql.DB view of the process's pgx pool,
@@ -67,7 +77,8 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 	workers := river.NewWorkers()
 	// The ledger's own kinds first: a module that registers one of them is
 	// the one reported.
-	applier := &Applier{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics, Horizon: o.RetryHorizon, Timeout: o.ApplyTimeout}
+	applier := &Applier{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics, Horizon: o.RetryHorizon, Timeout: o.ApplyTimeout,
+		Linger: o.ApplyLinger, lingerGate: o.lingerGate, Payloads: o.Payloads}
 	river.AddWorker(workers, &ApplyWorker{Applier: applier})
 	river.AddWorker(workers, &ApplyBatchWorker{Applier: applier})
 	// The prune worker is registered with retention off too, so that the

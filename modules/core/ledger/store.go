@@ -24,6 +24,8 @@ type Store struct {
 	// logOnly applies duplicates again (CLAIM_MODE=log-only). It is the
 	// one place the claim mode is decided: ClaimResult tells the receiver.
 	logOnly bool
+	// payloads keeps what the claim inserted for the apply (Payloads).
+	payloads *Payloads
 }
 
 // StoreOptions are a Store's settings.
@@ -33,10 +35,14 @@ type StoreOptions struct {
 	// Middleware wraps the claim's job inserts, as RiverOptions.Middleware
 	// wraps the River client's (tracing).
 	Middleware []rivertype.Middleware
+	// Payloads, when set, keeps the payloads of the events the claim
+	// inserted for their apply in this process (RiverOptions.Payloads).
+	Payloads *Payloads
 }
 
 // NewStore is the ledger on db, whose apply jobs jobs inserts: a client
 // with workers, or an insert-only one for the CLI.
 func NewStore(db *sql.DB, jobs *river.Client[*sql.Tx], o StoreOptions) *Store {
-	return &Store{db: db, ent: entClient(db), jobs: jobs, claimJobs: newClaimInserter(o.Middleware), logOnly: o.LogOnly}
+	return &Store{db: db, ent: entClient(db), jobs: jobs, claimJobs: newClaimInserter(o.Middleware), logOnly: o.LogOnly,
+		payloads: o.Payloads}
 }

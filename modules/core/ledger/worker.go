@@ -77,6 +77,13 @@ type Applier struct {
 	Horizon time.Duration
 	// Timeout overrides ApplyTimeout when positive.
 	Timeout time.Duration
+	// Linger is how old a claim's job must be before it takes its batch
+	// (linger); 0 applies at once.
+	Linger     time.Duration
+	lingerGate func(ctx context.Context)
+	// Payloads, when set, are the payloads this process's claims keep for
+	// their apply.
+	Payloads *Payloads
 
 	unhandled      sync.Map // provider\x00type of unhandled types already logged
 	unhandledTypes atomic.Int32
@@ -128,6 +135,39 @@ func (a *Applier) inTx(ctx context.Context, fn func(*Tx) error) error {
 	return InTxWithJobs(ctx, a.DB, jobs, fn)
 }
 
+// linger waits, before a claim's job takes its batch, until the job is
+// Linger old. Under load a claim commits every few milliseconds, each
+// with a job, and idle workers would each take one at once: many small
+// apply transactions, each paying River's fetch and completion and the
+// apply's own statements, on the cores the claims need. A job that
+// lingers absorbs the claims' jobs that arrive meanwhile (absorb), so
+// the apply runs as a few large transactions. An event settles up to
+// Linger later; a job that waited longer than Linger for a worker (a
+// backlog) does not wait at all. Nothing is locked while it waits, and
+// a shutdown ends the wait: the apply then finds its context ended and
+// hands the job back.
+func (a *Applier) linger(ctx context.Context, created time.Time) {
+	if a.Linger <= 0 {
+		return
+	}
+	if a.lingerGate != nil {
+		a.lingerGate(ctx)
+		return
+	}
+	// At most Linger, whatever the clocks of the claim's database and this
+	// process say of the job's age.
+	d := min(a.Linger-time.Since(created), a.Linger)
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // completer completes the running job inside a transaction, with the
 // jobs it had absorbed that still wait, and returns their events.
 type completer func(ctx context.Context, tx *Tx) ([]EventKey, error)
@@ -138,6 +178,9 @@ type completer func(ctx context.Context, tx *Tx) ([]EventKey, error)
 func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], own []EventKey, force, absorbs bool) error {
 	own = append([]EventKey(nil), own...)
 	slices.SortFunc(own, EventKey.compare)
+	if absorbs {
+		a.linger(ctx, job.CreatedAt)
+	}
 	var (
 		done     []applied
 		fail     *failure
@@ -166,7 +209,7 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ow
 		}
 		var locked map[EventKey]*lockedRow
 		if err == nil {
-			locked, err = lockForApply(ctx, tx, keys, force)
+			locked, err = lockForApply(ctx, tx, keys, force, a.Payloads)
 		}
 		if err != nil {
 			fail = &failure{attempt: Attempt{Seen: -1}, err: err, kind: classify(ctx, a.DB, tx, err)}

@@ -45,6 +45,9 @@ type Report struct {
 	HalfRate    float64 `json:"half_rate_events_per_sec"`
 	Half        latency `json:"half_rate_latency"`
 	PeakRSSMB   float64 `json:"peak_rss_mb"`
+	// PeakApplyTx is the number of apply transactions that settled the
+	// peak's events.
+	PeakApplyTx int `json:"peak_apply_transactions"`
 	// The two halves alone: ingest with no apply workers running, then the
 	// apply workers draining that backlog with no ingest.
 	IngestAlone    float64 `json:"ingest_alone_events_per_sec"`
@@ -86,6 +89,12 @@ type Options struct {
 	// Testdata is the folder of the real provider payloads.
 	Testdata string
 }
+
+// applyTxSQL counts the apply transactions so far: River's runs of the
+// apply jobs. A job that an apply absorbed was never fetched by River,
+// which names the client that attempts a job in attempted_by.
+const applyTxSQL = `SELECT count(*) FROM river_job
+	WHERE kind IN ('apply_batch', 'apply_event') AND state = 'completed' AND attempted_by IS NOT NULL`
 
 // Run measures the service on real provider payloads against the
 // strongest plain versions of the alternative, all in one run: a
@@ -194,6 +203,10 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	}
 	r.EndToEnd = float64(o.Events) / last.Sub(start).Seconds()
 	r.EndToEndCPU = m.since(ctx, snap, o.Events)
+	if err := mdb.QueryRow(ctx, applyTxSQL).Scan(&r.PeakApplyTx); err != nil {
+		return err
+	}
+	logf("bench: %d apply transactions settled the peak's %d events", r.PeakApplyTx, o.Events)
 
 	r.HalfRate = r.Ingest / 2
 	logf("bench: latency at half the peak rate (%.0f events/s)", r.HalfRate)

@@ -50,7 +50,9 @@ func NewWith(t testing.TB, o ledger.RiverOptions, register func(h *Harness)) *Ha
 	client, err := ledger.NewRiver(db.SQL, db.Listener(t), o)
 	require.NoError(t, err)
 	h.River = client
-	h.Claimer = ledger.NewStore(db.SQL, client, ledger.StoreOptions{})
+	// The claims keep their payloads for the apply when the workers do,
+	// as in a process of role all.
+	h.Claimer = ledger.NewStore(db.SQL, client, ledger.StoreOptions{Payloads: o.Payloads})
 	if workers > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		require.NoError(t, client.Start(ctx))

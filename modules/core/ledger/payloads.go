@@ -1,0 +1,115 @@
+package ledger
+
+import (
+	"sync"
+	"time"
+)
+
+// Payloads keeps the payloads this process claimed, from the claim's
+// commit until the apply of the event takes them, so that the apply does
+// not read them back from the ledger. Reading a payload back costs
+// PostgreSQL its TOAST lookup and decompression and sends the whole body
+// over the connection again, for bytes the process held a moment before.
+//
+// An entry is exactly the stored payload: the claim adds the body of a
+// delivery it inserted, only after its transaction committed, and the
+// ledger never changes a payload. The apply takes an entry (it is gone
+// whether the apply commits or not), so a retry, a requeue or an apply in
+// another process reads the ledger, as without it. Entries are kept
+// oldest first within a budget of bytes and an age: a claim whose apply
+// runs elsewhere (another process, role=http) only ages out.
+//
+// A nil *Payloads keeps nothing.
+type Payloads struct {
+	maxBytes int
+	maxAge   time.Duration
+
+	mu    sync.Mutex
+	byKey map[EventKey]payloadEntry
+	// order holds the entries oldest first from head, and those taken
+	// since (their seq no longer in byKey), until they reach the head.
+	order []payloadRef
+	head  int
+	bytes int
+	seq   uint64
+}
+
+type payloadEntry struct {
+	payload []byte
+	seq     uint64
+}
+
+type payloadRef struct {
+	key   EventKey
+	seq   uint64
+	size  int
+	added time.Time
+}
+
+// PayloadsBytes and PayloadsAge bound what a process keeps: at 5,000
+// claims a second of 7 KB events an apply that lags by a second holds
+// 35 MB.
+const (
+	PayloadsBytes = 32 << 20
+	PayloadsAge   = 30 * time.Second
+)
+
+// NewPayloads keeps up to maxBytes of payloads, each for up to maxAge.
+func NewPayloads(maxBytes int, maxAge time.Duration) *Payloads {
+	return &Payloads{maxBytes: maxBytes, maxAge: maxAge, byKey: map[EventKey]payloadEntry{}}
+}
+
+// put keeps payload as k's, dropping the oldest entries that are past
+// the age or leave no room. A payload larger than the budget is not kept.
+func (p *Payloads) put(k EventKey, payload []byte, now time.Time) {
+	size := cap(payload)
+	if p == nil || size > p.maxBytes {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.head < len(p.order) {
+		old := p.order[p.head]
+		e, live := p.byKey[old.key]
+		live = live && e.seq == old.seq
+		if live && p.bytes+size <= p.maxBytes && now.Sub(old.added) < p.maxAge {
+			break
+		}
+		if live {
+			delete(p.byKey, old.key)
+			p.bytes -= old.size
+		}
+		p.order[p.head] = payloadRef{}
+		p.head++
+	}
+	if p.head > len(p.order)/2 {
+		// Reuse the front of the slice instead of growing it for ever.
+		p.order = append(p.order[:0], p.order[p.head:]...)
+		p.head = 0
+	}
+	if e, ok := p.byKey[k]; ok {
+		// A key claimed again (a row pruned and claimed anew): the new
+		// payload is the stored one.
+		p.bytes -= cap(e.payload)
+	}
+	p.seq++
+	p.byKey[k] = payloadEntry{payload: payload, seq: p.seq}
+	p.order = append(p.order, payloadRef{key: k, seq: p.seq, size: size, added: now})
+	p.bytes += size
+}
+
+// take removes and returns k's payload, if kept.
+func (p *Payloads) take(k EventKey) ([]byte, bool) {
+	if p == nil {
+		return nil, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.byKey[k]
+	if !ok {
+		return nil, false
+	}
+	delete(p.byKey, k)
+	p.bytes -= cap(e.payload)
+	return e.payload, true
+}
