@@ -187,8 +187,9 @@ func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool, payl
 	var kept map[EventKey][]byte
 	cached := make([]bool, len(keys))
 	if !force {
+		now := time.Now()
 		for i, k := range keys {
-			if p, ok := payloads.take(k); ok {
+			if p, ok := payloads.take(k, now); ok {
 				if kept == nil {
 					kept = make(map[EventKey][]byte, len(keys))
 				}

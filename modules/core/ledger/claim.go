@@ -283,6 +283,11 @@ func claimStatement(rows []Claim, buf []byte) (string, []any) {
 		replayed                                 = make([]bool, n)
 		digests                                  = make([]*string, n)
 	)
+	if bodies == nil {
+		// pgx sends a nil slice as NULL: a batch of empty bodies stores
+		// empty payloads.
+		bodies = []byte{}
+	}
 	for i, c := range rows {
 		namespaces[i], eventIDs[i], providers[i], sources[i], types[i] = c.Namespace, c.EventID, c.Provider, c.Source, c.Type
 		// substring counts from 1.

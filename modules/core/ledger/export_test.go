@@ -24,7 +24,12 @@ func WithLingerGate(o RiverOptions, gate func(ctx context.Context)) RiverOptions
 }
 
 // PutPayload, TakePayload and PayloadBytes reach a Payloads as the claim
-// and the apply do.
+// and the apply do; PayloadRefs is the length and capacity of its order.
 func PutPayload(p *Payloads, k EventKey, payload []byte, now time.Time) { p.put(k, payload, now) }
-func TakePayload(p *Payloads, k EventKey) ([]byte, bool)                { return p.take(k) }
+func TakePayload(p *Payloads, k EventKey, now time.Time) ([]byte, bool) { return p.take(k, now) }
 func PayloadBytes(p *Payloads) int                                      { p.mu.Lock(); defer p.mu.Unlock(); return p.bytes }
+func PayloadRefs(p *Payloads) (int, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.order) - p.head, cap(p.order)
+}

@@ -47,11 +47,13 @@ type payloadRef struct {
 }
 
 // PayloadsBytes and PayloadsAge bound what a process keeps: at 5,000
-// claims a second of 7 KB events an apply that lags by a second holds
-// 35 MB.
+// claims a second of 7 KB events, an apply that lags by a second holds
+// 35 MB. An apply that lags by more than PayloadsAge is working through a
+// backlog and reads the ledger. When claims stop, what they kept stays
+// until the next claim or apply, at most PayloadsBytes.
 const (
 	PayloadsBytes = 32 << 20
-	PayloadsAge   = 30 * time.Second
+	PayloadsAge   = 10 * time.Second
 )
 
 // NewPayloads keeps up to maxBytes of payloads, each for up to maxAge.
@@ -68,25 +70,7 @@ func (p *Payloads) put(k EventKey, payload []byte, now time.Time) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.head < len(p.order) {
-		old := p.order[p.head]
-		e, live := p.byKey[old.key]
-		live = live && e.seq == old.seq
-		if live && p.bytes+size <= p.maxBytes && now.Sub(old.added) < p.maxAge {
-			break
-		}
-		if live {
-			delete(p.byKey, old.key)
-			p.bytes -= old.size
-		}
-		p.order[p.head] = payloadRef{}
-		p.head++
-	}
-	if p.head > len(p.order)/2 {
-		// Reuse the front of the slice instead of growing it for ever.
-		p.order = append(p.order[:0], p.order[p.head:]...)
-		p.head = 0
-	}
+	p.evict(now, size)
 	if e, ok := p.byKey[k]; ok {
 		// A key claimed again (a row pruned and claimed anew): the new
 		// payload is the stored one.
@@ -98,13 +82,53 @@ func (p *Payloads) put(k EventKey, payload []byte, now time.Time) {
 	p.bytes += size
 }
 
-// take removes and returns k's payload, if kept.
-func (p *Payloads) take(k EventKey) ([]byte, bool) {
+// evict drops, oldest first, the entries past the age and those that
+// leave less than room bytes, and forgets taken ones. order then holds
+// at most twice the kept entries, and its array shrinks with them.
+func (p *Payloads) evict(now time.Time, room int) {
+	for p.head < len(p.order) {
+		old := p.order[p.head]
+		if p.live(old) {
+			if p.bytes+room <= p.maxBytes && now.Sub(old.added) < p.maxAge {
+				break
+			}
+			delete(p.byKey, old.key)
+			p.bytes -= old.size
+		}
+		p.order[p.head] = payloadRef{}
+		p.head++
+	}
+	// Taken entries behind a kept one: keep the kept ones alone, in a
+	// new array when the old one is far larger than they need.
+	if n := len(p.order) - p.head; n > 2*len(p.byKey)+64 || p.head > n {
+		kept := p.order[:0]
+		if cap(p.order) > 4*len(p.byKey)+256 {
+			kept = make([]payloadRef, 0, 2*len(p.byKey)+64)
+		}
+		for _, r := range p.order[p.head:] {
+			if p.live(r) {
+				kept = append(kept, r)
+			}
+		}
+		clear(p.order[len(kept):])
+		p.order, p.head = kept, 0
+	}
+}
+
+// live reports whether r is still kept: not taken, not replaced.
+func (p *Payloads) live(r payloadRef) bool {
+	e, ok := p.byKey[r.key]
+	return ok && e.seq == r.seq
+}
+
+// take removes and returns k's payload, if kept and not past the age.
+func (p *Payloads) take(k EventKey, now time.Time) ([]byte, bool) {
 	if p == nil {
 		return nil, false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.evict(now, 0)
 	e, ok := p.byKey[k]
 	if !ok {
 		return nil, false

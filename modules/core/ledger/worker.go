@@ -178,7 +178,8 @@ type completer func(ctx context.Context, tx *Tx) ([]EventKey, error)
 func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], own []EventKey, force, absorbs bool) error {
 	own = append([]EventKey(nil), own...)
 	slices.SortFunc(own, EventKey.compare)
-	if absorbs {
+	if absorbs && len(own) < absorbEvents {
+		// A job that fills its transaction alone has nothing to wait for.
 		a.linger(ctx, job.CreatedAt)
 	}
 	var (
