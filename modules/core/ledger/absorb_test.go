@@ -280,3 +280,24 @@ func TestLingerGathersClaimsThatArriveMeanwhile(t *testing.T) {
 	h.WaitSettled(t, "stripe", "evt_second")
 	require.Equal(t, int32(1), lingers.Load(), "only the claim's job lingered")
 }
+
+// TestJobCompletesInTheApply: the apply completes its own job in its
+// transaction, before the handlers run, so that the job's end commits
+// with the events it applied.
+func TestJobCompletesInTheApply(t *testing.T) {
+	t.Parallel()
+	states := make(chan string, 1)
+	h := ledgertest.New(t, 0, func(h *ledgertest.Harness) {
+		h.Registry.Handle("stripe", "invoice.paid", func(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+			var state string
+			err := tx.QueryRowContext(ctx, `SELECT state FROM river_job WHERE args->>'event_id' = $1`, ev.EventID).Scan(&state)
+			states <- state
+			return err
+		})
+	})
+	require.True(t, h.Claim(t, "stripe", "evt_own", "invoice.paid", []byte(`{}`)))
+	startWorker(t, h, ledger.RiverOptions{})
+	h.WaitSettled(t, "stripe", "evt_own")
+	require.Equal(t, "completed", <-states, "the job was completed in the apply's transaction")
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'completed' AND finalized_at IS NOT NULL AND attempt = 1`))
+}

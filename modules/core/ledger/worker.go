@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"go.uber.org/zap"
 
 	"github.com/hookledger/hookledger/modules/core/metrics"
@@ -204,7 +203,7 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ow
 		// and the job's own completion waits for that apply to end. It must
 		// then hold nothing that apply needs.
 		if err == nil {
-			if _, err = river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx.Tx, job); err != nil {
+			if err = completeRunning(ctx, tx, job.JobRow); err != nil {
 				err = &dbError{fmt.Errorf("complete job %d: %w", job.ID, err)}
 			}
 		}
@@ -270,7 +269,7 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ow
 	// still wait.
 	again := retake(absorbed, own, fail.attempt.Key)
 	complete := func(ctx context.Context, tx *Tx) ([]EventKey, error) {
-		if _, err := river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx.Tx, job); err != nil {
+		if err := completeRunning(ctx, tx, job.JobRow); err != nil {
 			return nil, err
 		}
 		if len(again) == 0 {
