@@ -29,6 +29,9 @@ const (
 	DefaultClaimTimeout      = 2 * time.Second
 	DefaultRetention         = 2160 * time.Hour
 	DefaultWorkers           = 4
+	// DefaultClaimCommitters is the group-commit transactions in flight at
+	// once: with one, the cores idled while its round trips ran.
+	DefaultClaimCommitters = 2
 	// DefaultApplyLinger is how old a claim's apply job is before it takes
 	// its batch: under load, the claims of that time apply in one
 	// transaction.
@@ -266,7 +269,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	if c.ApplyLinger < 0 || c.ApplyLinger > MaxApplyLinger {
 		fail("APPLY_LINGER=%s: want a duration from 0 (apply at once) to %s", c.ApplyLinger, MaxApplyLinger)
 	}
-	c.ClaimCommitters = intVar(getenv, "CLAIM_COMMITTERS", 1, fail)
+	c.ClaimCommitters = intVar(getenv, "CLAIM_COMMITTERS", DefaultClaimCommitters, fail)
 	c.ClaimBatchMax = intVar(getenv, "CLAIM_BATCH_MAX", 256, fail)
 	switch v := or(getenv("CLAIM_GROUP_COMMIT"), "true"); v {
 	case "true", "1":

@@ -17,11 +17,12 @@ import (
 
 // Tx is one database transaction seen two ways: the *sql.Tx that River's
 // InsertTx takes (and the apply completes its job in), and an ent client
-// bound to it. It inserts River jobs too, when it was begun with a River client: every
-// transaction a handler runs in was (InsertJob). A handler's transaction
-// plans every statement once per connection and by index where there is
-// one, without sequential scans, hash or merge joins (applyPlanSQL): a
-// handler's statements should reach rows by key, as the apply's own do.
+// bound to it. It inserts River jobs too, when it was begun with a River
+// client: every transaction a handler runs in was (InsertJob). A
+// handler's transaction plans every statement once per connection and by
+// index where there is one, without sequential scans, hash or merge joins
+// (applyPlanSQL): a handler's statements should reach rows by key, as the
+// apply's own do.
 type Tx struct {
 	*sql.Tx
 	Ent  *ent.Client
