@@ -14,6 +14,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/hookledger/hookledger/modules/core/metrics"
 )
@@ -84,6 +85,7 @@ type Applier struct {
 	// their apply.
 	Payloads *Payloads
 
+	feedLog        atomic.Pointer[zap.Logger]
 	unhandled      sync.Map // provider\x00type of unhandled types already logged
 	unhandledTypes atomic.Int32
 }
@@ -98,7 +100,24 @@ func (a *Applier) timeout() time.Duration {
 // feed is the per-event line logger: "<-- type id applied in 4ms". The
 // process's logger shows it as bare lines on a console and at debug in
 // JSON logs (see app.FeedLogger).
-func (a *Applier) feed() *zap.Logger { return a.Logger.Named("feed") }
+func (a *Applier) feed() *zap.Logger {
+	if l := a.feedLog.Load(); l != nil {
+		return l
+	}
+	l := a.Logger.Named("feed")
+	a.feedLog.Store(l)
+	return l
+}
+
+// feedf writes one feed line, formatting it only when the feed shows
+// it: in JSON logs at info, the usual production setting, it does not,
+// and formatting a line per event cost the apply for nothing.
+func (a *Applier) feedf(level zapcore.Level, format string, args ...any) {
+	if ce := a.feed().Check(level, ""); ce != nil {
+		ce.Message = fmt.Sprintf(format, args...)
+		ce.Write()
+	}
+}
 
 func (a *Applier) horizon() time.Duration {
 	if a.Horizon > 0 {
@@ -315,7 +334,7 @@ func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, k
 	}
 	a.Metrics.Applies.WithLabelValues(provider, eventType, string(OutcomeFailed)).Inc()
 	if f.attempt.Key != (EventKey{}) {
-		a.feed().Info(fmt.Sprintf("<-- %s failed: %v", f.attempt.Key.EventID, f.err))
+		a.feedf(zapcore.InfoLevel, "<-- %s failed: %v", f.attempt.Key.EventID, f.err)
 	}
 	if len(keys) > 1 || retook {
 		return a.split(ctx, complete, keys, force, f, log)
@@ -408,9 +427,9 @@ func (a *Applier) observe(d applied, jobID int64) {
 		if d.ev.Forced {
 			forced = " (forced)"
 		}
-		a.feed().Info(fmt.Sprintf("<-- %s %s applied%s in %s", d.ev.Type, d.ev.EventID, forced, d.took.Round(time.Millisecond/10)))
+		a.feedf(zapcore.InfoLevel, "<-- %s %s applied%s in %s", d.ev.Type, d.ev.EventID, forced, d.took.Round(time.Millisecond/10))
 	case OutcomeUnhandled:
-		a.feed().Info(fmt.Sprintf("<-- %s %s settled: no handler for this type", d.ev.Type, d.ev.EventID))
+		a.feedf(zapcore.InfoLevel, "<-- %s %s settled: no handler for this type", d.ev.Type, d.ev.EventID)
 		k := d.ev.Provider + "\x00" + d.ev.Type
 		if _, seen := a.unhandled.Load(k); !seen && a.unhandledTypes.Load() < maxUnhandledLogged {
 			if _, seen := a.unhandled.LoadOrStore(k, true); !seen {
@@ -420,7 +439,7 @@ func (a *Applier) observe(d applied, jobID int64) {
 			}
 		}
 	default:
-		a.feed().Debug(fmt.Sprintf("<-- %s %s already settled: nothing applied", d.ev.Type, d.ev.EventID))
+		a.feedf(zapcore.DebugLevel, "<-- %s %s already settled: nothing applied", d.ev.Type, d.ev.EventID)
 	}
 }
 
