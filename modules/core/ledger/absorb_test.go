@@ -37,11 +37,15 @@ func absorbHarness(t *testing.T) *ledgertest.Harness {
 	return h
 }
 
-// startWorker starts River with one worker (and o's timeout): it fetches
-// one job at a time, the oldest, and the others wait beside it.
+// startWorker starts River with one worker (and o's timeout and logger,
+// if set): it fetches one job at a time, the oldest, and the others wait
+// beside it.
 func startWorker(t *testing.T, h *ledgertest.Harness, o ledger.RiverOptions) {
 	t.Helper()
-	o.Workers, o.Registry, o.Metrics, o.Logger = 1, h.Registry, h.Metrics, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	o.Workers, o.Registry, o.Metrics = 1, h.Registry, h.Metrics
+	if o.Logger == nil {
+		o.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	}
 	client, err := ledger.NewRiver(h.DB.SQL, h.DB.Listener(t), o)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -26,16 +26,7 @@ func TestFeedLinesOfTheApply(t *testing.T) {
 				h.Registry.Handle("stripe", "invoice.paid", func(context.Context, *ledger.Tx, *ledger.Event) error { return nil })
 			})
 			core, logs := observer.New(level)
-			client, err := ledger.NewRiver(h.DB.SQL, h.DB.Listener(t), ledger.RiverOptions{
-				Workers: 1, Registry: h.Registry, Metrics: h.Metrics, Logger: zap.New(core),
-			})
-			require.NoError(t, err)
-			ctx, cancel := context.WithCancel(context.Background())
-			require.NoError(t, client.Start(ctx))
-			t.Cleanup(func() {
-				cancel()
-				<-client.Stopped()
-			})
+			startWorker(t, h, ledger.RiverOptions{Logger: zap.New(core)})
 			require.True(t, h.Claim(t, "stripe", "evt_fed", "invoice.paid", []byte(`{}`)))
 			h.WaitSettled(t, "stripe", "evt_fed")
 			if level > zapcore.InfoLevel {
