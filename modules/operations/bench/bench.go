@@ -30,7 +30,13 @@ type Report struct {
 	// The database-only baselines.
 	PlainSQL  sqlRun `json:"plain_sql_one_tx"`
 	Reference sqlRun `json:"reference_design"`
-	Batched   sqlRun `json:"batched_ceiling"`
+	// The same two again right after the service's peak and half-rate
+	// phases: the shared machine's speed drifts within a run, and the
+	// ratios take the mean of the two measurements that bracket the
+	// service's.
+	PlainSQLAfter  sqlRun `json:"plain_sql_one_tx_after"`
+	ReferenceAfter sqlRun `json:"reference_design_after"`
+	Batched        sqlRun `json:"batched_ceiling"`
 	// The floors (floor.go): the apply's database work in plain SQL, and
 	// HTTP with nothing behind it.
 	ApplyFloor sqlRun `json:"apply_floor"`
@@ -217,16 +223,25 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	r.Half = percentiles(lat)
 	r.PeakRSSMB = peakRSSMB(svc.cmd.Process.Pid)
 	svc.stop()
+	m.servicePID = 0
+	logf("bench: plain SQL and the reference design again, after the service")
+	if r.PlainSQLAfter, err = sqlRate(ctx, m, url, o.Events, o.Clients, oneTxSQL("public.webhook_event"), body, gen.with("plain-after")); err != nil {
+		return fmt.Errorf("plain SQL baseline, after: %w", err)
+	}
+	if r.ReferenceAfter, err = sqlRate(ctx, m, url, o.Events, o.Clients, referenceSQL, refBody, gen.with("ref-after")); err != nil {
+		return fmt.Errorf("reference design, after: %w", err)
+	}
 	if err := clearJobs(ctx, url, "public.webhook_event", "public.subscription"); err != nil {
 		return err
 	}
 	if err := benchHalves(ctx, m, url, &r, gen, o.GroupCommit, o.Workers, logf); err != nil {
 		return err
 	}
+	plain, ref := (r.PlainSQL.Rate+r.PlainSQLAfter.Rate)/2, (r.Reference.Rate+r.ReferenceAfter.Rate)/2
 	r.Ratios = ratios{
-		IngestToPlain: r.Ingest / r.PlainSQL.Rate, IngestToReference: r.Ingest / r.Reference.Rate,
+		IngestToPlain: r.Ingest / plain, IngestToReference: r.Ingest / ref,
 		IngestToBatched: r.Ingest / r.Batched.Rate, EndToEndToIngest: r.EndToEnd / r.Ingest,
-		EndToEndToRef: r.EndToEnd / r.Reference.Rate, PlainToReference: r.PlainSQL.Rate / r.Reference.Rate,
+		EndToEndToRef: r.EndToEnd / ref, PlainToReference: plain / ref,
 		ApplyToFloor: r.ApplyAlone / r.ApplyFloor.Rate,
 	}
 	r.Floor = newFloor(&r)
@@ -246,6 +261,8 @@ func printBench(w io.Writer, r *Report) {
 	p("%-34s %8s   %s", "", "events/s", "CPU s per 1,000 events")
 	p("%-34s %8.0f   %s", "plain SQL one-tx, own schema", r.PlainSQL.Rate, cpu(r.PlainSQL.CPU))
 	p("%-34s %8.0f   %s", "reference design one-tx", r.Reference.Rate, cpu(r.Reference.CPU))
+	p("%-34s %8.0f   %s", "plain SQL, after the service", r.PlainSQLAfter.Rate, cpu(r.PlainSQLAfter.CPU))
+	p("%-34s %8.0f   %s", "reference design, after", r.ReferenceAfter.Rate, cpu(r.ReferenceAfter.CPU))
 	p("%-34s %8.0f   %s", "batched ceiling", r.Batched.Rate, cpu(r.Batched.CPU))
 	p("%-34s %8.0f   %s", "apply floor, plain SQL", r.ApplyFloor.Rate, cpu(r.ApplyFloor.CPU))
 	p("%-34s %8.0f   %s", "HTTP floor (load + bare server)", r.HTTPFloor.Rate, cpu(r.HTTPFloor.CPU))
@@ -257,6 +274,7 @@ func printBench(w io.Writer, r *Report) {
 	p("%-34s %8.0f   %s", "apply alone (draining it)", r.ApplyAlone, cpu(r.ApplyAloneCPU))
 	p("service peak RSS                   %.1f MB", r.PeakRSSMB)
 	x := r.Ratios
+	p("ratios (plain SQL and the reference design: the mean of the runs before and after the service):")
 	p("ratios: ingest/plain %.2fx  ingest/reference %.2fx  ingest/batched %.2fx  end-to-end/ingest %.2fx  end-to-end/reference %.2fx  plain/reference %.2fx",
 		x.IngestToPlain, x.IngestToReference, x.IngestToBatched, x.EndToEndToIngest, x.EndToEndToRef, x.PlainToReference)
 	f := r.Floor
