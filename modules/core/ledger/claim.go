@@ -176,13 +176,12 @@ func (s *Store) keepPayloads(rows []Claim, res []ClaimResult) {
 // job instead: every delivery is applied, settled or not.
 func (s *Store) claimRows(ctx context.Context, tx pgx.Tx, rows []Claim) ([]ClaimResult, error) {
 	buf := claimBodies.Get().(*[]byte)
-	query, args := claimStatement(rows, *buf)
+	query, args := claimStatement(rows, buf)
 	inserted, err := insertedKeys(ctx, tx, query, args)
 	// pgx has copied the bodies into its message by now. A buffer grown
 	// past claimBodiesKept by a batch of large bodies is left to the
 	// collector rather than held for the next batch.
-	if b := args[claimBodiesArg].([]byte); cap(b) <= claimBodiesKept {
-		*buf = b[:0]
+	if cap(*buf) <= claimBodiesKept {
 		claimBodies.Put(buf)
 	}
 	if err != nil {
@@ -261,12 +260,13 @@ const claimSQL = `
 // and cannot deadlock. It returns the keys it inserted. Store.Claim and
 // Batcher run it; the benchmark's batched ceiling runs it without them.
 func ClaimStatement(rows []Claim) (string, []any) {
-	return claimStatement(rows, nil)
+	return claimStatement(rows, new([]byte))
 }
 
-// claimStatement is ClaimStatement with the bodies appended to buf, which
-// the statement's arguments hold until it has run.
-func claimStatement(rows []Claim, buf []byte) (string, []any) {
+// claimStatement is ClaimStatement with the bodies in *buf, which it
+// grows as it needs and leaves there; the statement's arguments hold it
+// until the statement has run.
+func claimStatement(rows []Claim, buf *[]byte) (string, []any) {
 	rows = slices.Clone(rows)
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].key().less(rows[j].key()) })
 	n, size := len(rows), 0
@@ -277,7 +277,7 @@ func claimStatement(rows []Claim, buf []byte) (string, []any) {
 		namespaces, eventIDs, providers, sources = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		types, headers                           = make([]string, n), make([]string, n)
 		starts, sizes                            = make([]int32, n), make([]int32, n)
-		bodies                                   = slices.Grow(buf[:0], size)
+		bodies                                   = slices.Grow((*buf)[:0], size)
 		secretIdx, skews                         = make([]*int64, n), make([]*int64, n)
 		occurred                                 = make([]*time.Time, n)
 		replayed                                 = make([]bool, n)
@@ -311,16 +311,13 @@ func claimStatement(rows []Claim, buf []byte) (string, []any) {
 			digests[i] = &c.BodyDigest
 		}
 	}
+	*buf = bodies
 	return claimSQL, []any{namespaces, eventIDs, providers, sources, types, starts, sizes, headers, secretIdx, skews, occurred, replayed, bodies, digests}
 }
 
 // claimBodies holds the buffers the claim statement's bodies go in, one
 // batch's worth each (claimStatement).
 var claimBodies = sync.Pool{New: func() any { return new([]byte) }}
-
-// claimBodiesArg is the index of the bodies among claimStatement's
-// arguments ($13).
-const claimBodiesArg = 12
 
 // claimBodiesKept is the largest buffer claimBodies keeps.
 const claimBodiesKept = 4 << 20
