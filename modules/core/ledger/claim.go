@@ -117,12 +117,16 @@ func (s *Store) Claim(ctx context.Context, in Claim) (ClaimResult, error) {
 }
 
 // claim claims rows in one transaction of their own. It runs on pgx
-// itself, on a connection of the pool it borrows from database/sql, and
-// inserts its jobs through a River client on River's pgx driver
-// (claimJobs): River's database/sql driver sends a job's arrays as text
+// itself, on a connection of the pool it borrows from database/sql. In
+// enforce mode the claim is one statement, its apply job inserted by the
+// same statement (claimWithJobSQL): one round trip and an implicit
+// transaction, where BEGIN, the claim, River's insert and COMMIT took four.
+// Under log-only, or with insert middleware (tracing) to run, it inserts
+// its jobs through a River client on River's pgx driver (claimJobs) in a
+// transaction: River's database/sql driver sends a job's arrays as text
 // that pgx parses back, JSON included, which cost three times the CPU of
-// the whole insert on pgx, and the claim is the hot path. A connection
-// that fails mid-claim is closed by pgx, and database/sql then drops it.
+// the whole insert on pgx. A connection that fails mid-claim is closed by
+// pgx, and database/sql then drops it.
 func (s *Store) claim(ctx context.Context, rows []Claim) ([]ClaimResult, error) {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
@@ -134,6 +138,11 @@ func (s *Store) claim(ctx context.Context, rows []Claim) ([]ClaimResult, error) 
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("claim: the database is not on pgx (%T)", dc)
+		}
+		if s.jobsInStatement {
+			var err error
+			res, err = s.claimInStatement(ctx, c.Conn(), rows)
+			return err
 		}
 		return pgx.BeginFunc(ctx, c.Conn(), func(tx pgx.Tx) error {
 			var err error
@@ -175,30 +184,18 @@ func (s *Store) keepPayloads(rows []Claim, res []ClaimResult) {
 // and each duplicate that has a row of its own gets a forced apply_event
 // job instead: every delivery is applied, settled or not.
 func (s *Store) claimRows(ctx context.Context, tx pgx.Tx, rows []Claim) ([]ClaimResult, error) {
-	buf := claimBodies.Get().(*[]byte)
-	query, args := claimStatement(rows, buf)
-	inserted, err := insertedKeys(ctx, tx, query, args)
-	// pgx has copied the bodies into its message by now. A buffer grown
-	// past claimBodiesKept by a batch of large bodies is left to the
-	// collector rather than held for the next batch.
-	if cap(*buf) <= claimBodiesKept {
-		claimBodies.Put(buf)
-	}
+	inserted, err := insertRows(ctx, tx, rows, claimSQL)
 	if err != nil {
-		return nil, fmt.Errorf("claim %s: %w", claimsName(rows), err)
+		return nil, err
 	}
-	res := make([]ClaimResult, len(rows))
+	res := firstClaims(rows, inserted)
 	var (
 		jobs    []river.InsertManyParams
 		claimed []EventKey
 	)
 	for i, c := range rows {
 		k := c.key()
-		switch {
-		case inserted[k]:
-			delete(inserted, k) // a later row of the same key is a duplicate
-			res[i] = Claimed
-		case s.logOnly:
+		if s.logOnly && res[i] == Duplicate {
 			own, err := hasRow(ctx, tx, c)
 			if err != nil {
 				return nil, err
@@ -207,8 +204,6 @@ func (s *Store) claimRows(ctx context.Context, tx pgx.Tx, rows []Claim) ([]Claim
 			if own {
 				res[i] = DuplicateReapplied
 			}
-		default:
-			res[i] = Duplicate
 		}
 		switch {
 		case res[i] == Duplicate, res[i] == LoggedDuplicate:
@@ -230,6 +225,60 @@ func (s *Store) claimRows(ctx context.Context, tx pgx.Tx, rows []Claim) ([]Claim
 		}
 	}
 	return res, nil
+}
+
+// claimInStatement is claimRows in enforce mode as one statement,
+// claimWithJobSQL, outside any transaction of its own: the statement is
+// its transaction. It wakes the workers as River's insert would, at most
+// once per FetchCooldown (River's insert notice, "river_insert").
+func (s *Store) claimInStatement(ctx context.Context, conn *pgx.Conn, rows []Claim) ([]ClaimResult, error) {
+	notify, undo := s.insertNotice.due(time.Now())
+	inserted, err := insertRows(ctx, conn, rows, claimWithJobSQL, notify)
+	if err != nil || len(inserted) == 0 {
+		undo()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return firstClaims(rows, inserted), nil
+}
+
+// firstClaims is the claim's answer per row: the first row of each key
+// the statement inserted is Claimed, every other row a Duplicate.
+func firstClaims(rows []Claim, inserted map[EventKey]bool) []ClaimResult {
+	res := make([]ClaimResult, len(rows))
+	for i, c := range rows {
+		res[i] = Duplicate
+		if k := c.key(); inserted[k] {
+			delete(inserted, k) // a later row of the same key is a duplicate
+			res[i] = Claimed
+		}
+	}
+	return res
+}
+
+// insertRows runs query, the claim statement or the claim with its job,
+// on rows (claimArgs, then extra) and returns the keys it inserted.
+func insertRows(ctx context.Context, q querier, rows []Claim, query string, extra ...any) (map[EventKey]bool, error) {
+	buf := claimBodies.Get().(*[]byte)
+	args := claimArgs(rows, buf)
+	inserted, err := insertedKeys(ctx, q, query, append(args, extra...))
+	// pgx has copied the bodies into its message by now. A buffer grown
+	// past claimBodiesKept by a batch of large bodies is left to the
+	// collector rather than held for the next batch.
+	if cap(*buf) <= claimBodiesKept {
+		claimBodies.Put(buf)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: %w", claimsName(rows), err)
+	}
+	return inserted, nil
+}
+
+// querier runs a statement that returns rows: a transaction or a
+// connection.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // claimSQL is the claim: the design card's upsert-do-nothing, one
@@ -255,18 +304,43 @@ const claimSQL = `
 	ON CONFLICT DO NOTHING
 	RETURNING namespace, event_id`
 
+// claimWithJobSQL is claimSQL and the apply job of the events it inserted
+// in one statement, so one implicit transaction: the job River's
+// InsertManyTx would insert for them (claimRows), an apply_event job with
+// fresh set for one event, an apply_batch job for more, none for none, in
+// the default queue with the apply's attempt budget. With $15 it also
+// sends River's insert notice, which wakes the workers. Only the rows
+// the job's row joins are returned: every inserted row, and none when
+// nothing was inserted.
+var claimWithJobSQL = `
+	WITH ins AS (` + claimSQL + `),
+	job AS (
+		INSERT INTO river_job (state, max_attempts, priority, queue, kind, args, metadata, tags)
+		SELECT 'available', ` + strconv.Itoa(ApplyMaxAttempts) + `, 1, '` + river.QueueDefault + `',
+			CASE WHEN count(*) = 1 THEN '` + ApplyArgs{}.Kind() + `' ELSE '` + ApplyBatchArgs{}.Kind() + `' END,
+			CASE WHEN count(*) = 1
+				THEN jsonb_build_object('namespace', min(namespace), 'event_id', min(event_id), 'fresh', true)
+				ELSE jsonb_build_object('events', jsonb_agg(jsonb_build_object('namespace', namespace, 'event_id', event_id)))
+			END,
+			'{}', '{}'
+		FROM ins
+		HAVING count(*) > 0
+		RETURNING CASE WHEN $15::boolean
+			THEN pg_notify(current_schema() || '.river_insert', '{"queue": "` + river.QueueDefault + `"}')::text END AS notice)
+	SELECT ins.namespace, ins.event_id FROM ins CROSS JOIN job`
+
 // ClaimStatement is the claim's statement and its arguments for rows,
 // which it orders by key, so that concurrent claims lock in the same order
 // and cannot deadlock. It returns the keys it inserted. Store.Claim and
 // Batcher run it; the benchmark's batched ceiling runs it without them.
 func ClaimStatement(rows []Claim) (string, []any) {
-	return claimStatement(rows, new([]byte))
+	return claimSQL, claimArgs(rows, new([]byte))
 }
 
-// claimStatement is ClaimStatement with the bodies in *buf, which it
-// grows as it needs and leaves there; the statement's arguments hold it
-// until the statement has run.
-func claimStatement(rows []Claim, buf *[]byte) (string, []any) {
+// claimArgs are the claim statement's arguments for rows, with the bodies
+// in *buf, which it grows as it needs and leaves there; the arguments hold
+// it until the statement has run.
+func claimArgs(rows []Claim, buf *[]byte) []any {
 	rows = slices.Clone(rows)
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].key().less(rows[j].key()) })
 	n, size := len(rows), 0
@@ -312,19 +386,19 @@ func claimStatement(rows []Claim, buf *[]byte) (string, []any) {
 		}
 	}
 	*buf = bodies
-	return claimSQL, []any{namespaces, eventIDs, providers, sources, types, starts, sizes, headers, secretIdx, skews, occurred, replayed, bodies, digests}
+	return []any{namespaces, eventIDs, providers, sources, types, starts, sizes, headers, secretIdx, skews, occurred, replayed, bodies, digests}
 }
 
 // claimBodies holds the buffers the claim statement's bodies go in, one
-// batch's worth each (claimStatement).
+// batch's worth each (claimArgs).
 var claimBodies = sync.Pool{New: func() any { return new([]byte) }}
 
 // claimBodiesKept is the largest buffer claimBodies keeps.
 const claimBodiesKept = 4 << 20
 
 // insertedKeys runs the claim statement and collects its RETURNING.
-func insertedKeys(ctx context.Context, tx pgx.Tx, query string, args []any) (map[EventKey]bool, error) {
-	rs, err := tx.Query(ctx, query, args...)
+func insertedKeys(ctx context.Context, q querier, query string, args []any) (map[EventKey]bool, error) {
+	rs, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

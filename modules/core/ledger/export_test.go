@@ -33,3 +33,12 @@ func PayloadRefs(p *Payloads) (int, int) {
 	defer p.mu.Unlock()
 	return len(p.order) - p.head, cap(p.order)
 }
+
+// ClaimBatch claims rows in one transaction, as one group commit does.
+func ClaimBatch(ctx context.Context, s *Store, rows []Claim) ([]ClaimResult, error) {
+	return s.claim(ctx, rows)
+}
+
+// JobsThroughRiver makes s insert its claims' jobs with River's
+// InsertManyTx, as under log-only or with insert middleware.
+func JobsThroughRiver(s *Store) { s.jobsInStatement = false }

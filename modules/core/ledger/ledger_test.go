@@ -112,14 +112,19 @@ func TestClaimTimeoutIsUnavailable(t *testing.T) {
 }
 
 // TestClaimRollsBackWhenJobInsertFails: a claim without its apply job would
-// be a 2xx that is never applied, so the two commit or fail together.
+// be a 2xx that is never applied, so the two commit or fail together. The
+// job's insert fails after the ledger row's, inside the claim.
 func TestClaimRollsBackWhenJobInsertFails(t *testing.T) {
 	t.Parallel()
 	f := setup(t, 0, nil)
-	_, err := f.db.SQL.Exec(`ALTER TABLE river_job RENAME TO river_job_gone`)
+	_, err := f.db.SQL.Exec(`
+		CREATE FUNCTION refuse_job() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'no job today'; END $$;
+		CREATE TRIGGER refuse_job BEFORE INSERT ON river_job FOR EACH ROW EXECUTE FUNCTION refuse_job()`)
 	require.NoError(t, err)
 	_, err = f.claimer.Claim(context.Background(), claimOf("evt_nojob", "invoice.paid"))
-	require.ErrorContains(t, err, "enqueue apply")
+	require.ErrorContains(t, err, "no job today")
+	require.False(t, ledger.IsUnavailable(err), "a refused job is no outage: %v", err)
 	require.Zero(t, f.db.Count(t, `SELECT count(*) FROM webhook_event`))
 }
 

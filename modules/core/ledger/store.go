@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"database/sql"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -26,6 +28,11 @@ type Store struct {
 	logOnly bool
 	// payloads keeps what the claim inserted for the apply (Payloads).
 	payloads *Payloads
+	// jobsInStatement inserts the claim's apply job in the claim's own
+	// statement (claimWithJobSQL), and insertNotice paces the notices it
+	// sends the workers.
+	jobsInStatement bool
+	insertNotice    notice
 }
 
 // StoreOptions are a Store's settings.
@@ -44,5 +51,22 @@ type StoreOptions struct {
 // with workers, or an insert-only one for the CLI.
 func NewStore(db *sql.DB, jobs *river.Client[*sql.Tx], o StoreOptions) *Store {
 	return &Store{db: db, ent: entClient(db), jobs: jobs, claimJobs: newClaimInserter(o.Middleware), logOnly: o.LogOnly,
-		payloads: o.Payloads}
+		payloads: o.Payloads, jobsInStatement: !o.LogOnly && len(o.Middleware) == 0}
+}
+
+// notice paces River's insert notices as River's client does: at most one
+// per FetchCooldown, since the workers fetch at most that often.
+type notice struct {
+	last atomic.Int64 // UnixNano of the last notice
+}
+
+// due reports whether a notice should go out now and, if so, counts it as
+// sent; undo uncounts it when the statement sent none (it inserted
+// nothing, or failed), so that the next insert is not kept waiting.
+func (n *notice) due(now time.Time) (ok bool, undo func()) {
+	last, t := n.last.Load(), now.UnixNano()
+	if t-last < int64(FetchCooldown) || !n.last.CompareAndSwap(last, t) {
+		return false, func() {}
+	}
+	return true, func() { n.last.CompareAndSwap(t, last) }
 }

@@ -54,6 +54,9 @@ type Report struct {
 	// PeakApplyTx is the number of apply transactions that settled the
 	// peak's events.
 	PeakApplyTx int `json:"peak_apply_transactions"`
+	// PeakClaimTx is the number of claim transactions that inserted events
+	// at the peak: each inserts one apply job.
+	PeakClaimTx int `json:"peak_claim_transactions"`
 	// The two halves alone: ingest with no apply workers running, then the
 	// apply workers draining that backlog with no ingest.
 	IngestAlone    float64 `json:"ingest_alone_events_per_sec"`
@@ -103,6 +106,11 @@ type Options struct {
 // without failures, as the bench's are.
 const applyTxSQL = `SELECT count(*) FROM river_job
 	WHERE kind IN ('apply_batch', 'apply_event') AND state = 'completed' AND attempted_by IS NOT NULL`
+
+// claimTxSQL counts the claim transactions so far that inserted events:
+// each inserts one apply job. Exact in a run without failures (no split,
+// requeue or retry inserts a job of its own).
+const claimTxSQL = `SELECT count(*) FROM river_job WHERE kind IN ('apply_batch', 'apply_event')`
 
 // Run measures the service on real provider payloads against the
 // strongest plain versions of the alternative, all in one run: a
@@ -214,7 +222,11 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if err := mdb.QueryRow(ctx, applyTxSQL).Scan(&r.PeakApplyTx); err != nil {
 		return err
 	}
-	logf("bench: %d apply transactions settled the peak's %d events", r.PeakApplyTx, o.Events)
+	if err := mdb.QueryRow(ctx, claimTxSQL).Scan(&r.PeakClaimTx); err != nil {
+		return err
+	}
+	logf("bench: %d claim transactions claimed the peak's %d events, %d apply transactions settled them",
+		r.PeakClaimTx, o.Events, r.PeakApplyTx)
 
 	r.HalfRate = r.Ingest / 2
 	logf("bench: latency at half the peak rate (%.0f events/s)", r.HalfRate)
