@@ -29,9 +29,10 @@ const (
 	DefaultClaimTimeout      = 2 * time.Second
 	DefaultRetention         = 2160 * time.Hour
 	DefaultWorkers           = 4
-	// DefaultClaimCommitters is the group-commit transactions in flight at
-	// once: with one, the cores idled while its round trips ran.
-	DefaultClaimCommitters = 2
+	// DefaultClaimCommitters is the group-commit statements in flight at
+	// once. A claim is one round trip: one committer gathers twice the
+	// batch two do, at a lower cost per event in PostgreSQL.
+	DefaultClaimCommitters = 1
 	// DefaultApplyLinger is how old a claim's apply job is before it takes
 	// its batch: under load, the claims of that time apply in one
 	// transaction.
