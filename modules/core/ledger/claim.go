@@ -229,16 +229,17 @@ func (s *Store) claimRows(ctx context.Context, tx pgx.Tx, rows []Claim) ([]Claim
 
 // claimInStatement is claimRows in enforce mode as one statement,
 // claimWithJobSQL, outside any transaction of its own: the statement is
-// its transaction. It wakes the workers as River's insert would, at most
-// once per FetchCooldown (River's insert notice, "river_insert").
+// its transaction. It wakes the workers as River's insert would, paced
+// as River paces it (notice).
 func (s *Store) claimInStatement(ctx context.Context, conn *pgx.Conn, rows []Claim) ([]ClaimResult, error) {
-	notify, undo := s.insertNotice.due(time.Now())
+	at := noticeClock()
+	notify := s.insertNotice.due(at)
 	inserted, err := insertRows(ctx, conn, rows, claimWithJobSQL, notify)
-	if err != nil || len(inserted) == 0 {
-		undo()
-	}
 	if err != nil {
 		return nil, err
+	}
+	if notify && len(inserted) > 0 {
+		s.insertNotice.sent(at)
 	}
 	return firstClaims(rows, inserted), nil
 }
@@ -309,9 +310,11 @@ const claimSQL = `
 // InsertManyTx would insert for them (claimRows), an apply_event job with
 // fresh set for one event, an apply_batch job for more, none for none, in
 // the default queue with the apply's attempt budget. With $15 it also
-// sends River's insert notice, which wakes the workers. Only the rows
-// the job's row joins are returned: every inserted row, and none when
-// nothing was inserted.
+// sends River's insert notice, which wakes the workers, on the channel
+// River listens on; where that name would pass PostgreSQL's 63 bytes,
+// which pg_notify refuses (a schema named with more than 50), it sends
+// none and the workers poll, as River's listener, whose LISTEN PostgreSQL
+// truncates, could not hear it anyway. It returns the inserted keys.
 var claimWithJobSQL = `
 	WITH ins AS (` + claimSQL + `),
 	job AS (
@@ -325,13 +328,16 @@ var claimWithJobSQL = `
 			'{}', '{}'
 		FROM ins
 		HAVING count(*) > 0
-		RETURNING CASE WHEN $15::boolean
+		RETURNING CASE WHEN $15::boolean AND octet_length(current_schema()) <= 50
 			THEN pg_notify(current_schema() || '.river_insert', '{"queue": "` + river.QueueDefault + `"}')::text END AS notice)
-	SELECT ins.namespace, ins.event_id FROM ins CROSS JOIN job`
+	SELECT ins.namespace, ins.event_id FROM ins LEFT JOIN job ON true`
 
 // ClaimStatement is the claim's statement and its arguments for rows,
-// which it orders by key, so that concurrent claims lock in the same order
-// and cannot deadlock. It returns the keys it inserted. Store.Claim and
+// which it orders by key, so that concurrent claims lock their keys in the
+// same order and cannot deadlock on them. The body digest, a second
+// unique key, is not in that order: two concurrent batches that each
+// replay the other's body under new ids can deadlock, and PostgreSQL then
+// fails one of them, whose requests Batcher claims again one by one. It returns the keys it inserted. Store.Claim and
 // Batcher run it; the benchmark's batched ceiling runs it without them.
 func ClaimStatement(rows []Claim) (string, []any) {
 	return claimSQL, claimArgs(rows, new([]byte))

@@ -2,10 +2,13 @@ package ledger_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
@@ -96,4 +99,33 @@ func TestClaimInsertsTheJobRiverWould(t *testing.T) {
 		require.NoError(t, json.Unmarshal(list[1].args, &batch))
 		require.ElementsMatch(t, []ledger.EventKey{{Namespace: ns, EventID: "evt_2"}, {Namespace: ns, EventID: "evt_3"}}, batch.Events)
 	}
+}
+
+// TestClaimInALongNamedSchema: where River's notice channel would be
+// longer than PostgreSQL's 63 bytes (a schema named with more than 50),
+// which pg_notify refuses, the claim sends no notice and still claims.
+func TestClaimInALongNamedSchema(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 0, nil)
+	schema := strings.Repeat("s", 51)
+	_, err := f.db.SQL.Exec(`CREATE SCHEMA ` + schema)
+	require.NoError(t, err)
+	sep := "?"
+	if strings.Contains(f.db.URL, "?") {
+		sep = "&"
+	}
+	db, err := sql.Open("pgx", f.db.URL+sep+"search_path="+schema+",public")
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	var current string
+	require.NoError(t, db.QueryRow(`SELECT current_schema()`).Scan(&current))
+	require.Equal(t, schema, current)
+
+	store := ledger.NewStore(db, f.River, ledger.StoreOptions{})
+	for _, id := range []string{"evt_long_1", "evt_long_2"} {
+		res, err := store.Claim(context.Background(), claimOf(id, "invoice.paid"))
+		require.NoError(t, err)
+		require.Equal(t, ledger.Claimed, res)
+	}
+	require.Equal(t, 2, f.db.Count(t, `SELECT count(*) FROM river_job`))
 }

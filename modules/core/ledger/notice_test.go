@@ -7,20 +7,21 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestNoticePacing: the claim wakes the workers at most once per
-// FetchCooldown, and a notice the statement did not send is not counted.
+// TestNoticePacing: a claim notifies unless a notice went out within
+// FetchCooldown; claims in flight together each notify; a claim that
+// inserted nothing sent none and holds back no other claim's notice.
 func TestNoticePacing(t *testing.T) {
 	var n notice
-	t0 := time.Unix(1_700_000_000, 0)
-	ok, _ := n.due(t0)
-	require.True(t, ok, "the first claim notifies")
-	ok, _ = n.due(t0.Add(FetchCooldown / 2))
-	require.False(t, ok, "within the cooldown")
-	ok, undo := n.due(t0.Add(FetchCooldown))
-	require.True(t, ok, "once the cooldown is over")
-	undo() // the statement inserted nothing: no notice went out
-	ok, _ = n.due(t0.Add(FetchCooldown + time.Millisecond))
-	require.True(t, ok, "the undone notice leaves the next claim due")
-	ok, _ = n.due(t0.Add(FetchCooldown + 2*time.Millisecond))
-	require.False(t, ok)
+	t0 := time.Millisecond // early in the process: the first claim notifies
+	require.True(t, n.due(t0), "the first claim notifies")
+	// A claim of duplicates only, and a claim in flight beside it that
+	// inserts: both were due, the second's notice went out.
+	require.True(t, n.due(t0+time.Millisecond), "a claim beside one that may insert nothing")
+	n.sent(t0 + time.Millisecond)
+	require.False(t, n.due(t0+FetchCooldown/2), "within the cooldown of a notice that went out")
+	require.True(t, n.due(t0+time.Millisecond+FetchCooldown), "once the cooldown is over")
+	// A claim that started earlier and finished later does not move the
+	// last notice back.
+	n.sent(t0)
+	require.False(t, n.due(t0+FetchCooldown/2+time.Millisecond))
 }

@@ -54,19 +54,33 @@ func NewStore(db *sql.DB, jobs *river.Client[*sql.Tx], o StoreOptions) *Store {
 		payloads: o.Payloads, jobsInStatement: !o.LogOnly && len(o.Middleware) == 0}
 }
 
-// notice paces River's insert notices as River's client does: at most one
-// per FetchCooldown, since the workers fetch at most that often.
+// notice paces River's insert notices as River's client does: a claim
+// notifies unless a notice went out within FetchCooldown, since the
+// workers fetch at most that often. Claims in flight together may each
+// notify (one per committer at most); a claim that inserted nothing sent
+// none, and does not count.
 type notice struct {
-	last atomic.Int64 // UnixNano of the last notice
+	last atomic.Int64 // noticeClock when the last notice went out; 0 for none
 }
 
-// due reports whether a notice should go out now and, if so, counts it as
-// sent; undo uncounts it when the statement sent none (it inserted
-// nothing, or failed), so that the next insert is not kept waiting.
-func (n *notice) due(now time.Time) (ok bool, undo func()) {
-	last, t := n.last.Load(), now.UnixNano()
-	if t-last < int64(FetchCooldown) || !n.last.CompareAndSwap(last, t) {
-		return false, func() {}
+// noticeEpoch and noticeClock time notices on Go's monotonic clock, which
+// a step of the wall clock does not move.
+var noticeEpoch = time.Now()
+
+func noticeClock() time.Duration { return time.Since(noticeEpoch) }
+
+// due reports whether a claim starting at now should notify.
+func (n *notice) due(now time.Duration) bool {
+	last := n.last.Load()
+	return last == 0 || now-time.Duration(last) >= FetchCooldown
+}
+
+// sent records a notice that went out with a claim that started at at.
+func (n *notice) sent(at time.Duration) {
+	for {
+		last := n.last.Load()
+		if int64(at) <= last || n.last.CompareAndSwap(last, int64(at)) {
+			return
+		}
 	}
-	return true, func() { n.last.CompareAndSwap(t, last) }
 }
