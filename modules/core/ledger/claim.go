@@ -337,8 +337,10 @@ var claimWithJobSQL = `
 // same order and cannot deadlock on them. The body digest, a second
 // unique key, is not in that order: two concurrent batches that each
 // replay the other's body under new ids can deadlock, and PostgreSQL then
-// fails one of them, whose requests Batcher claims again one by one. It returns the keys it inserted. Store.Claim and
-// Batcher run it; the benchmark's batched ceiling runs it without them.
+// fails one of them, whose requests Batcher claims again one by one. It
+// returns the keys it inserted. Store.Claim and Batcher run it (in enforce
+// mode within claimWithJobSQL); the benchmark's batched ceiling runs it
+// without them.
 func ClaimStatement(rows []Claim) (string, []any) {
 	return claimSQL, claimArgs(rows, new([]byte))
 }

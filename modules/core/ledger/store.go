@@ -57,8 +57,8 @@ func NewStore(db *sql.DB, jobs *river.Client[*sql.Tx], o StoreOptions) *Store {
 // notice paces River's insert notices as River's client does: a claim
 // notifies unless a notice went out within FetchCooldown, since the
 // workers fetch at most that often. Claims in flight together may each
-// notify (one per committer at most); a claim that inserted nothing sent
-// none, and does not count.
+// notify (with group commit, one per committer); a claim that inserted
+// nothing sent none, and does not count.
 type notice struct {
 	last atomic.Int64 // noticeClock when the last notice went out; 0 for none
 }
