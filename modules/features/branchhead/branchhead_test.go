@@ -91,3 +91,46 @@ func TestNullPushedAtIsTimeZero(t *testing.T) {
 	absent := []byte(`{"ref":"refs/heads/x","before":"a","after":"b","deleted":false,"repository":{"full_name":"acme/api"}}`)
 	require.True(t, ledger.IsPermanent(h.Deliver(t, "github", "d-absent", "push", absent)))
 }
+
+// TestBatchTakesBranchesInKeyOrder: an apply of many pushes writes their
+// branches in (repository, ref) order, whatever the order of its events,
+// so two applies that share branches take their row locks in one order
+// and cannot deadlock; pushes to one branch keep the ledger's order.
+func TestBatchTakesBranchesInKeyOrder(t *testing.T) {
+	t.Parallel()
+	h := ledgertest.New(t, 1, func(h *ledgertest.Harness) { branchhead.Register(h.Registry) })
+	_, err := h.DB.SQL.Exec(`
+		CREATE TABLE branch_order (n serial, repository text, ref text);
+		CREATE FUNCTION log_branch() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN INSERT INTO branch_order (repository, ref) VALUES (NEW.repository, NEW.ref); RETURN NEW; END $$;
+		CREATE TRIGGER log_branch BEFORE INSERT ON github_branch FOR EACH ROW EXECUTE FUNCTION log_branch()`)
+	require.NoError(t, err)
+	to := func(repo, before, after string, at int64) []byte {
+		return []byte(fmt.Sprintf(`{"ref":"refs/heads/main","before":%q,"after":%q,"deleted":false,"repository":{"full_name":%q,"pushed_at":%d}}`,
+			before, after, repo, at))
+	}
+	// The ledger applies e1 to e5 in that order; their repositories run
+	// the other way. e3 and e4 are one branch's chain within a second.
+	keys := h.InsertBatch(t, "github",
+		ledgertest.BatchEvent{ID: "e1", Type: "push", Payload: to("acme/z", "0", "z1", 100)},
+		ledgertest.BatchEvent{ID: "e2", Type: "push", Payload: to("acme/y", "0", "y1", 100)},
+		ledgertest.BatchEvent{ID: "e3", Type: "push", Payload: to("acme/x", "x0", "x1", 100)},
+		ledgertest.BatchEvent{ID: "e4", Type: "push", Payload: to("acme/x", "x1", "x2", 100)},
+		ledgertest.BatchEvent{ID: "e5", Type: "push", Payload: to("acme/w", "0", "w1", 100)})
+	for _, k := range keys {
+		h.WaitSettled(t, k.Namespace, k.EventID)
+	}
+	rows, err := h.DB.SQL.Query(`SELECT repository FROM branch_order ORDER BY n`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var order []string
+	for rows.Next() {
+		var repo string
+		require.NoError(t, rows.Scan(&repo))
+		order = append(order, repo)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"acme/w", "acme/x", "acme/x", "acme/y", "acme/z"}, order)
+	sha, _ := head(t, h, "acme/x", "refs/heads/main")
+	require.Equal(t, "x2", sha, "the branch's pushes in the ledger's order")
+}

@@ -6,5 +6,7 @@
 // twice changes nothing. Here the ledger is a safety net, not a necessity.
 // Order still matters (an old push must not move a branch back), so writes
 // are guarded by repository.pushed_at, and two pushes of one second are
-// ordered by their before/after chain.
+// ordered by their before/after chain. An apply transaction writes its
+// pushes when it ends, in branch order (ledger.Stage), so that concurrent
+// applies of pushes to the same branches cannot deadlock.
 package branchhead
