@@ -28,15 +28,6 @@ func TestAbsorbReadsOnlyItsIndex(t *testing.T) {
 	defer tx.Rollback() //nolint:errcheck // read only
 	_, err = tx.ExecContext(ctx, applyPlanSQL)
 	require.NoError(t, err)
-	rows, err := tx.QueryContext(ctx, `EXPLAIN `+absorbSQL, "default", int64(0), maxAbsorbedJobs, absorbEvents)
-	require.NoError(t, err)
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var line string
-		require.NoError(t, rows.Scan(&line))
-		plan = append(plan, line)
-	}
-	require.NoError(t, rows.Err())
+	plan := dbtest.Strings(t, tx, `EXPLAIN `+absorbSQL, "default", int64(0), maxAbsorbedJobs, absorbEvents)
 	require.Contains(t, strings.Join(plan, "\n"), "Index Scan using river_job_absorbable on river_job", strings.Join(plan, "\n"))
 }

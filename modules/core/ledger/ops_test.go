@@ -61,16 +61,7 @@ func TestPruneInBatches(t *testing.T) {
 }
 
 func eventIDs(t *testing.T, h *ledgertest.Harness) []string {
-	rows, err := h.DB.SQL.Query(`SELECT event_id FROM webhook_event`)
-	require.NoError(t, err)
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		require.NoError(t, rows.Scan(&id))
-		ids = append(ids, id)
-	}
-	return ids
+	return dbtest.Strings(t, h.DB.SQL, `SELECT event_id FROM webhook_event`)
 }
 
 // TestGivesUpAfterTheHorizonAndRequeues: a handler that keeps failing is

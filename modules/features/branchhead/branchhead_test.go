@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/features/branchhead"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
@@ -120,17 +121,8 @@ func TestBatchTakesBranchesInKeyOrder(t *testing.T) {
 	for _, k := range keys {
 		h.WaitSettled(t, k.Namespace, k.EventID)
 	}
-	rows, err := h.DB.SQL.Query(`SELECT repository FROM branch_order ORDER BY n`)
-	require.NoError(t, err)
-	defer rows.Close()
-	var order []string
-	for rows.Next() {
-		var repo string
-		require.NoError(t, rows.Scan(&repo))
-		order = append(order, repo)
-	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"acme/w", "acme/x", "acme/x", "acme/y", "acme/z"}, order)
+	require.Equal(t, []string{"acme/w", "acme/x", "acme/x", "acme/y", "acme/z"},
+		dbtest.Strings(t, h.DB.SQL, `SELECT repository FROM branch_order ORDER BY n`))
 	sha, _ := head(t, h, "acme/x", "refs/heads/main")
 	require.Equal(t, "x2", sha, "the branch's pushes in the ledger's order")
 }

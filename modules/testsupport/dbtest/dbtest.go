@@ -165,6 +165,33 @@ func (d *DB) Count(t testing.TB, query string, args ...any) int {
 	return n
 }
 
+// Queryer runs a query: a *sql.DB or a *sql.Tx.
+type Queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// Strings runs a query of one text column and returns its rows' values.
+func Strings(t testing.TB, q Queryer, query string, args ...any) []string {
+	t.Helper()
+	rows, err := q.QueryContext(context.Background(), query, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return out
+}
+
 var (
 	templateMu   sync.Mutex
 	templateName string
