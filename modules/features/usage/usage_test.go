@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/features/usage"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
@@ -118,4 +119,35 @@ func TestForcedReapplyReplacesItsDelta(t *testing.T) {
 	require.NoError(t, h.Apply(t, "standard", "msg_f", true))
 	require.NoError(t, h.Apply(t, "standard", "msg_f", true))
 	require.Equal(t, 10, total(t, h, "cus_f", "api_calls"), "forced twice, counted once")
+}
+
+// TestBatchTakesTotalsInKeyOrder: an apply of many usage events writes
+// their totals in key order, whatever the order of its events, so two
+// applies that share totals take their row locks in one order and cannot
+// deadlock; each total moves by the sum of its events.
+func TestBatchTakesTotalsInKeyOrder(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 1)
+	_, err := h.DB.SQL.Exec(`
+		CREATE TABLE total_order (n serial, customer_id text);
+		CREATE FUNCTION log_total() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN INSERT INTO total_order (customer_id) VALUES (NEW.customer_id); RETURN NEW; END $$;
+		CREATE TRIGGER log_total BEFORE INSERT ON usage_total FOR EACH ROW EXECUTE FUNCTION log_total()`)
+	require.NoError(t, err)
+	// The ledger applies m1 to m4 in that order; their customers run the
+	// other way, and cus_b has two of them.
+	keys := h.InsertBatch(t, "standard",
+		ledgertest.BatchEvent{ID: "m1", Type: "usage.recorded", Payload: recorded("cus_c", "api_calls", 1)},
+		ledgertest.BatchEvent{ID: "m2", Type: "usage.recorded", Payload: recorded("cus_b", "api_calls", 2)},
+		ledgertest.BatchEvent{ID: "m3", Type: "usage.recorded", Payload: recorded("cus_a", "api_calls", 3)},
+		ledgertest.BatchEvent{ID: "m4", Type: "usage.recorded", Payload: recorded("cus_b", "api_calls", 4)})
+	for _, k := range keys {
+		h.WaitSettled(t, k.Namespace, k.EventID)
+	}
+	require.Equal(t, []string{"cus_a", "cus_b", "cus_c"},
+		dbtest.Strings(t, h.DB.SQL, `SELECT customer_id FROM total_order ORDER BY n`))
+	require.Equal(t, 3, total(t, h, "cus_a", "api_calls"))
+	require.Equal(t, 6, total(t, h, "cus_b", "api_calls"))
+	require.Equal(t, 1, total(t, h, "cus_c", "api_calls"))
+	require.Equal(t, 4, h.DB.Count(t, `SELECT count(*) FROM usage_delta`))
 }
