@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -349,10 +348,14 @@ func ClaimStatement(rows []Claim) (string, []any) {
 // in *buf, which it grows as it needs and leaves there; the arguments hold
 // it until the statement has run.
 func claimArgs(rows []Claim, buf *[]byte) []any {
-	rows = slices.Clone(rows)
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].key().less(rows[j].key()) })
+	// Sorted by pointer: a Claim is too large to move about.
+	sorted := make([]*Claim, len(rows))
+	for i := range rows {
+		sorted[i] = &rows[i]
+	}
+	slices.SortStableFunc(sorted, func(a, b *Claim) int { return a.key().compare(b.key()) })
 	n, size := len(rows), 0
-	for _, c := range rows {
+	for _, c := range sorted {
 		size += len(c.Payload)
 	}
 	var (
@@ -370,7 +373,7 @@ func claimArgs(rows []Claim, buf *[]byte) []any {
 		// empty payloads.
 		bodies = []byte{}
 	}
-	for i, c := range rows {
+	for i, c := range sorted {
 		namespaces[i], eventIDs[i], providers[i], sources[i], types[i] = c.Namespace, c.EventID, c.Provider, c.Source, c.Type
 		// substring counts from 1.
 		starts[i], sizes[i] = int32(len(bodies)+1), int32(len(c.Payload))

@@ -31,9 +31,6 @@ func (k EventKey) compare(o EventKey) int {
 	return cmp.Or(strings.Compare(k.Namespace, o.Namespace), strings.Compare(k.EventID, o.EventID))
 }
 
-// less is compare as a less function.
-func (k EventKey) less(o EventKey) bool { return k.compare(o) < 0 }
-
 // ApplyBatchArgs applies the events one group commit claimed, in one
 // transaction: a handful of round trips for the batch instead of five per
 // event. It carries ledger keys only.
