@@ -88,7 +88,7 @@ func TestHostileInput(t *testing.T) {
 	})
 
 	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM webhook_event`))
-	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM river_job`))
+	require.Zero(t, s.db.Count(t, requestJobsSQL))
 	resp, err := http.Get(s.base + "/healthz")
 	require.NoError(t, err)
 	resp.Body.Close()

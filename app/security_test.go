@@ -215,7 +215,7 @@ func TestUntrustedIdentityRefused(t *testing.T) {
 		require.NotEmpty(t, out["error"], name)
 	}
 	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM webhook_event`))
-	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM river_job`))
+	require.Zero(t, s.db.Count(t, requestJobsSQL))
 
 	b, h := stripe(`{"id":"evt_fine","type":"invoice.paid","created":1,"data":{"object":{"ID":"x","id":"y"}}}`)
 	code, out := s.post(t, "/webhooks/stripe", b, h)
@@ -305,11 +305,11 @@ func TestCrossSiteAdminWritesRefused(t *testing.T) {
 	total := func() int {
 		return s.db.Count(t, `SELECT coalesce(sum(quantity), 0) FROM usage_total WHERE customer_id = 'cus_csrf'`)
 	}
-	jobs := func() int { return s.db.Count(t, `SELECT count(*) FROM river_job`) }
+	jobs := func() int { return s.db.Count(t, requestJobsSQL) }
 	require.Equal(t, 100, total())
 	jobsBefore := jobs()
 	var jobID int64
-	require.NoError(t, s.db.SQL.QueryRow(`SELECT id FROM river_job ORDER BY id LIMIT 1`).Scan(&jobID))
+	require.NoError(t, s.db.SQL.QueryRow(`SELECT id FROM river_job WHERE `+requestJobs+` ORDER BY id LIMIT 1`).Scan(&jobID))
 
 	send := func(method, path, contentType, payload string, h http.Header) int {
 		req, err := http.NewRequest(method, s.base+path, strings.NewReader(payload))
@@ -544,8 +544,8 @@ func TestLogOnlyBodyReplayEnqueuesNothing(t *testing.T) {
 	}
 	require.Equal(t, "claimed", post("guid-1"))
 	require.Equal(t, "duplicate", post("guid-forged"))
-	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM river_job`))
+	require.Equal(t, 1, s.db.Count(t, requestJobsSQL))
 	require.Equal(t, "duplicate", post("guid-1"))
-	require.Equal(t, 2, s.db.Count(t, `SELECT count(*) FROM river_job`), "the genuine redelivery is applied again")
+	require.Equal(t, 2, s.db.Count(t, requestJobsSQL), "the genuine redelivery is applied again")
 	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event`))
 }
