@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/riverqueue/river"
 )
@@ -183,7 +184,9 @@ func (s *Store) keepPayloads(rows []Claim, res []ClaimResult) {
 // and each duplicate that has a row of its own gets a forced apply_event
 // job instead: every delivery is applied, settled or not.
 func (s *Store) claimRows(ctx context.Context, tx pgx.Tx, rows []Claim) ([]ClaimResult, error) {
-	inserted, err := insertRows(ctx, tx, rows, claimSQL)
+	inserted, err := insertRows(rows, func(args []any) (map[EventKey]bool, error) {
+		return insertedKeys(ctx, tx, claimSQL, args)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +236,9 @@ func (s *Store) claimRows(ctx context.Context, tx pgx.Tx, rows []Claim) ([]Claim
 func (s *Store) claimInStatement(ctx context.Context, conn *pgx.Conn, rows []Claim) ([]ClaimResult, error) {
 	at := noticeClock()
 	notify := s.insertNotice.due(at)
-	inserted, err := insertRows(ctx, conn, rows, claimWithJobSQL, notify)
+	inserted, err := insertRows(rows, func(args []any) (map[EventKey]bool, error) {
+		return claimPrepared(ctx, conn, append(args, notify))
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -257,15 +262,71 @@ func firstClaims(rows []Claim, inserted map[EventKey]bool) []ClaimResult {
 	return res
 }
 
-// insertRows runs query, the claim statement or the claim with its job,
-// on rows (claimArgs, then extra) and returns the keys it inserted.
-func insertRows(ctx context.Context, q querier, rows []Claim, query string, extra ...any) (map[EventKey]bool, error) {
+// claimStatementName is the name claimWithJobSQL is prepared under, once
+// per connection.
+const claimStatementName = "hookledger_claim_with_job"
+
+// bodiesParam is the index of the bodies among the claim statement's
+// arguments ($13).
+const bodiesParam = 12
+
+// claimPrepared runs claimWithJobSQL with args on conn and returns the
+// keys it inserted. It sends the bodies from claimArgs' buffer as they
+// are: Query would first copy them into a buffer of its own, which pgx
+// makes anew for every statement, the largest allocation and copy of a
+// claim. So it encodes the other arguments as Query does, with pgx's
+// ExtendedQueryBuilder, and runs the statement, prepared on the
+// connection, with the bodies in its place. Like pgx with the statements
+// it caches, it forgets the prepared statement after a statement error,
+// which may have been PostgreSQL's refusal of a plan the ledger's columns
+// changed under. Where statements are not cached (a transaction pooler)
+// or are traced, it is Query.
+func claimPrepared(ctx context.Context, conn *pgx.Conn, args []any) (map[EventKey]bool, error) {
+	if cfg := conn.Config(); cfg.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement || cfg.Tracer != nil {
+		return insertedKeys(ctx, conn, claimWithJobSQL, args)
+	}
+	sd, err := conn.Prepare(ctx, claimStatementName, claimWithJobSQL)
+	if err != nil {
+		return nil, err
+	}
+	bodies := args[bodiesParam].([]byte)
+	args[bodiesParam] = []byte{}
+	var eqb pgx.ExtendedQueryBuilder
+	if err := eqb.Build(conn.TypeMap(), sd, args); err != nil {
+		return nil, err
+	}
+	// A bytea in binary is its bytes.
+	eqb.ParamValues[bodiesParam], eqb.ParamFormats[bodiesParam] = bodies, pgx.BinaryFormatCode
+	rr := conn.PgConn().ExecStatement(ctx, sd, eqb.ParamValues, eqb.ParamFormats, eqb.ResultFormats)
+	inserted := map[EventKey]bool{}
+	for rr.NextRow() {
+		// namespace and event_id: a varchar is its bytes in either format.
+		v := rr.Values()
+		inserted[EventKey{Namespace: string(v[0]), EventID: string(v[1])}] = true
+	}
+	if _, err := rr.Close(); err != nil {
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deallocateTimeout)
+			defer cancel()
+			_ = conn.Deallocate(dctx, claimStatementName) // else every later claim on conn fails
+		}
+		return nil, err
+	}
+	return inserted, nil
+}
+
+// deallocateTimeout bounds the forgetting of a prepared statement after
+// an error.
+const deallocateTimeout = 5 * time.Second
+
+// insertRows runs the claim of rows with run, which it gives the claim
+// statement's arguments (claimArgs), and returns the keys it inserted.
+func insertRows(rows []Claim, run func(args []any) (map[EventKey]bool, error)) (map[EventKey]bool, error) {
 	buf := claimBodies.Get().(*[]byte)
-	args := claimArgs(rows, buf)
-	inserted, err := insertedKeys(ctx, q, query, append(args, extra...))
-	// pgx has copied the bodies into its message by now. A buffer grown
-	// past claimBodiesKept by a batch of large bodies is left to the
-	// collector rather than held for the next batch.
+	inserted, err := run(claimArgs(rows, buf))
+	// PostgreSQL has the bodies by now. A buffer grown past
+	// claimBodiesKept by a batch of large bodies is left to the collector
+	// rather than held for the next batch.
 	if cap(*buf) <= claimBodiesKept {
 		claimBodies.Put(buf)
 	}

@@ -129,3 +129,39 @@ func TestClaimInALongNamedSchema(t *testing.T) {
 	}
 	require.Equal(t, 2, f.db.Count(t, `SELECT count(*) FROM river_job`))
 }
+
+// TestClaimOutlivesAChangeOfTheLedgersColumns: the claim's statement is
+// prepared once per connection. A migration that changes a type it
+// returns makes PostgreSQL refuse the prepared statement once; the claim
+// then forgets it, and the next claim on the same connection prepares it
+// again and succeeds.
+func TestClaimOutlivesAChangeOfTheLedgersColumns(t *testing.T) {
+	t.Parallel()
+	f := setup(t, 0, nil)
+	ctx := context.Background()
+	db, err := sql.Open("pgx", f.db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(1)
+	store := ledger.NewStore(db, f.River, ledger.StoreOptions{})
+	backend := func() (pid int) {
+		require.NoError(t, db.QueryRow(`SELECT pg_backend_pid()`).Scan(&pid))
+		return pid
+	}
+
+	res, err := ledger.ClaimBatch(ctx, store, []ledger.Claim{claimOf("evt_1", "invoice.paid")})
+	require.NoError(t, err)
+	require.Equal(t, []ledger.ClaimResult{ledger.Claimed}, res)
+	pid := backend()
+
+	_, err = f.db.SQL.Exec(`ALTER TABLE webhook_event ALTER COLUMN event_id TYPE text`)
+	require.NoError(t, err)
+	_, err = ledger.ClaimBatch(ctx, store, []ledger.Claim{claimOf("evt_2", "invoice.paid")})
+	require.ErrorContains(t, err, "cached plan must not change result type")
+	res, err = ledger.ClaimBatch(ctx, store, []ledger.Claim{claimOf("evt_3", "invoice.paid")})
+	require.NoError(t, err)
+	require.Equal(t, []ledger.ClaimResult{ledger.Claimed}, res)
+	require.Equal(t, pid, backend(), "one connection throughout")
+	require.Equal(t, []string{"evt_1", "evt_3"},
+		dbtest.Strings(t, f.db.SQL, `SELECT event_id FROM webhook_event ORDER BY event_id`))
+}
