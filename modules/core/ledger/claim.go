@@ -274,13 +274,13 @@ const bodiesParam = 12
 // keys it inserted. It sends the bodies from claimArgs' buffer as they
 // are: Query would first copy them into a buffer of its own, which pgx
 // makes anew for every statement, the largest allocation and copy of a
-// claim. So it encodes the other arguments as Query does, with pgx's
+// claim (pgx still copies them once more, into the message it writes).
+// So it encodes the other arguments as Query does, with pgx's
 // ExtendedQueryBuilder, and runs the statement, prepared on the
-// connection, with the bodies in its place. Like pgx with the statements
-// it caches, it forgets the prepared statement after a statement error,
-// which may have been PostgreSQL's refusal of a plan the ledger's columns
-// changed under. Where statements are not cached (a transaction pooler)
-// or are traced, it is Query.
+// connection, with the bodies in their place. It forgets the prepared
+// statement when PostgreSQL no longer runs it (staleStatement). Where
+// statements are not cached (a transaction pooler) or are traced, it is
+// Query.
 func claimPrepared(ctx context.Context, conn *pgx.Conn, args []any) (map[EventKey]bool, error) {
 	if cfg := conn.Config(); cfg.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement || cfg.Tracer != nil {
 		return insertedKeys(ctx, conn, claimWithJobSQL, args)
@@ -305,19 +305,25 @@ func claimPrepared(ctx context.Context, conn *pgx.Conn, args []any) (map[EventKe
 		inserted[EventKey{Namespace: string(v[0]), EventID: string(v[1])}] = true
 	}
 	if _, err := rr.Close(); err != nil {
-		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deallocateTimeout)
-			defer cancel()
-			_ = conn.Deallocate(dctx, claimStatementName) // else every later claim on conn fails
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && staleStatement[pgErr.Code] {
+			// Else every later claim on conn fails. Within the claim's
+			// deadline: where that has passed, the next claim forgets it.
+			_ = conn.Deallocate(ctx, claimStatementName)
 		}
 		return nil, err
 	}
 	return inserted, nil
 }
 
-// deallocateTimeout bounds the forgetting of a prepared statement after
-// an error.
-const deallocateTimeout = 5 * time.Second
+// staleStatement are the errors of a prepared statement PostgreSQL no
+// longer runs: its plan changed the types it returns (a migration), or
+// the session forgot it (DISCARD ALL). pgx forgets a statement it caches
+// after any error; the claim's other errors (a deadlock, bad data) leave
+// its statement as good as it was.
+var staleStatement = map[string]bool{
+	"0A000": true, // feature not supported: cached plan must not change result type
+	"26000": true, // invalid SQL statement name
+}
 
 // insertRows runs the claim of rows with run, which it gives the claim
 // statement's arguments (claimArgs), and returns the keys it inserted.
