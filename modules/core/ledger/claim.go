@@ -307,7 +307,8 @@ func claimPrepared(ctx context.Context, conn *pgx.Conn, args []any) (map[EventKe
 	if _, err := rr.Close(); err != nil {
 		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && staleStatement[pgErr.Code] {
 			// Else every later claim on conn fails. Within the claim's
-			// deadline: where that has passed, the next claim forgets it.
+			// deadline: where that has passed, the next claim fails the
+			// same way and forgets it.
 			_ = conn.Deallocate(ctx, claimStatementName)
 		}
 		return nil, err
