@@ -33,8 +33,6 @@ type server struct {
 	stop func() error
 }
 
-// start boots the real app on 127.0.0.1:0 against a fresh database; env
-// adds to or overrides the defaults.
 // requestJobs are the jobs that requests enqueue: all but the periodic
 // prune job (RETENTION), which River's leader inserts once it is elected,
 // later on a loaded machine, in the middle of a test.
@@ -43,6 +41,8 @@ const (
 	requestJobsSQL = `SELECT count(*) FROM river_job WHERE ` + requestJobs
 )
 
+// start boots the real app on 127.0.0.1:0 against a fresh database; env
+// adds to or overrides the defaults.
 func start(t testing.TB, env map[string]string) *server {
 	t.Helper()
 	return startOn(t, dbtest.New(t), env, config.RoleAll)
