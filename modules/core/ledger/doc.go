@@ -8,9 +8,10 @@
 //
 //   - Claim: Store.Claim inserts the ledger row with INSERT ... ON
 //     CONFLICT DO NOTHING RETURNING and the River job that applies it, in
-//     one statement (or, under log-only, one transaction), and says what it did (ClaimResult: claimed, a
-//     duplicate, or a duplicate applied again under CLAIM_MODE=log-only,
-//     which only the Store decides); Batcher gathers concurrent deliveries
+//     one statement (under log-only, or traced, in one transaction), and
+//     says what it did (ClaimResult: claimed, a duplicate, or a duplicate
+//     applied again under CLAIM_MODE=log-only, which only the Store
+//     decides); Batcher gathers concurrent deliveries
 //     into one such claim (group commit). The claim is the design card's
 //     ent upsert-do-nothing written as one SQL statement for one row or
 //     many (ClaimStatement, which the benchmark's batched ceiling runs
