@@ -36,6 +36,13 @@ type Report struct {
 	// service's.
 	PlainSQLAfter  sqlRun `json:"plain_sql_one_tx_after"`
 	ReferenceAfter sqlRun `json:"reference_design_after"`
+	// PlainHTTP is plain SQL behind HTTP: the plain one-transaction claim
+	// in a bare net/http receiver that verifies and parses as hookledger
+	// does (floor.go), before and after the service. The baselines above
+	// do no HTTP, no verification and no parsing; a receiver of their
+	// design must.
+	PlainHTTP      sqlRun `json:"plain_sql_behind_http"`
+	PlainHTTPAfter sqlRun `json:"plain_sql_behind_http_after"`
 	Batched        sqlRun `json:"batched_ceiling"`
 	// The floors (floor.go): the apply's database work in plain SQL, and
 	// HTTP with nothing behind it.
@@ -71,11 +78,24 @@ type Report struct {
 type ratios struct {
 	IngestToPlain     float64 `json:"ingest_to_plain_sql"`
 	IngestToReference float64 `json:"ingest_to_reference"`
+	IngestToPlainHTTP float64 `json:"ingest_to_plain_sql_behind_http"`
 	IngestToBatched   float64 `json:"ingest_to_batched_ceiling"`
 	EndToEndToIngest  float64 `json:"end_to_end_to_ingest"`
 	EndToEndToRef     float64 `json:"end_to_end_to_reference"`
 	PlainToReference  float64 `json:"plain_sql_to_reference"`
 	ApplyToFloor      float64 `json:"apply_alone_to_apply_floor"`
+	// Left are the same ratios with each phase's rate divided by the
+	// share of the machine that was left to it (cpuUse.left): what the
+	// ratios would be had steal and other processes taken as much from
+	// every phase. They are a check on the raw ratios, not a replacement.
+	Left leftRatios `json:"ratios_for_the_machine_left"`
+}
+
+type leftRatios struct {
+	IngestToPlain     float64 `json:"ingest_to_plain_sql"`
+	IngestToReference float64 `json:"ingest_to_reference"`
+	IngestToPlainHTTP float64 `json:"ingest_to_plain_sql_behind_http"`
+	EndToEndToRef     float64 `json:"end_to_end_to_reference"`
 }
 
 const benchSecret = "whsec_hookledger_bench"
@@ -196,6 +216,19 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if r.HTTPFloor, err = httpFloor(ctx, m, gen.with("http"), o.Events, o.Clients); err != nil {
 		return fmt.Errorf("HTTP floor: %w", err)
 	}
+	httpBody := func(b []byte) any {
+		if bytea {
+			return b
+		}
+		return string(b)
+	}
+	logf("bench: plain SQL behind HTTP, one transaction per event in a bare net/http receiver that verifies and parses")
+	if r.PlainHTTP, err = plainBehindHTTP(ctx, m, url, oneTxSQL("public.webhook_event"), httpBody, gen.with("plain-http"), o.Events, o.Clients); err != nil {
+		return fmt.Errorf("plain SQL behind HTTP: %w", err)
+	}
+	if err := clearJobs(ctx, url, "public.webhook_event"); err != nil {
+		return err
+	}
 
 	logf("bench: starting the service (group commit %t, %d workers)", o.GroupCommit, o.Workers)
 	svc, err := startBenchService(url, config.RoleAll, o.GroupCommit, o.Workers, o.Clients)
@@ -236,12 +269,15 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	r.PeakRSSMB = peakRSSMB(svc.cmd.Process.Pid)
 	svc.stop()
 	m.servicePID = 0
-	logf("bench: plain SQL and the reference design again, after the service")
+	logf("bench: plain SQL, the reference design and plain SQL behind HTTP again, after the service")
 	if r.PlainSQLAfter, err = sqlRate(ctx, m, url, o.Events, o.Clients, oneTxSQL("public.webhook_event"), body, gen.with("plain-after")); err != nil {
 		return fmt.Errorf("plain SQL baseline, after: %w", err)
 	}
 	if r.ReferenceAfter, err = sqlRate(ctx, m, url, o.Events, o.Clients, referenceSQL, refBody, gen.with("ref-after")); err != nil {
 		return fmt.Errorf("reference design, after: %w", err)
+	}
+	if r.PlainHTTPAfter, err = plainBehindHTTP(ctx, m, url, oneTxSQL("public.webhook_event"), httpBody, gen.with("plain-http-after"), o.Events, o.Clients); err != nil {
+		return fmt.Errorf("plain SQL behind HTTP, after: %w", err)
 	}
 	if err := clearJobs(ctx, url, "public.webhook_event", "public.subscription"); err != nil {
 		return err
@@ -250,11 +286,21 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		return err
 	}
 	plain, ref := (r.PlainSQL.Rate+r.PlainSQLAfter.Rate)/2, (r.Reference.Rate+r.ReferenceAfter.Rate)/2
+	plainHTTP := (r.PlainHTTP.Rate + r.PlainHTTPAfter.Rate) / 2
 	r.Ratios = ratios{
-		IngestToPlain: r.Ingest / plain, IngestToReference: r.Ingest / ref,
+		IngestToPlain: r.Ingest / plain, IngestToReference: r.Ingest / ref, IngestToPlainHTTP: r.Ingest / plainHTTP,
 		IngestToBatched: r.Ingest / r.Batched.Rate, EndToEndToIngest: r.EndToEnd / r.Ingest,
 		EndToEndToRef: r.EndToEnd / ref, PlainToReference: plain / ref,
 		ApplyToFloor: r.ApplyAlone / r.ApplyFloor.Rate,
+	}
+	left := func(run sqlRun) float64 { return run.Rate / run.CPU.left() }
+	plainLeft, refLeft := (left(r.PlainSQL)+left(r.PlainSQLAfter))/2, (left(r.Reference)+left(r.ReferenceAfter))/2
+	plainHTTPLeft := (left(r.PlainHTTP) + left(r.PlainHTTPAfter)) / 2
+	r.Ratios.Left = leftRatios{
+		IngestToPlain:     r.Ingest / r.IngestCPU.left() / plainLeft,
+		IngestToReference: r.Ingest / r.IngestCPU.left() / refLeft,
+		IngestToPlainHTTP: r.Ingest / r.IngestCPU.left() / plainHTTPLeft,
+		EndToEndToRef:     r.EndToEnd / r.EndToEndCPU.left() / refLeft,
 	}
 	r.Floor = newFloor(&r)
 	printBench(stdout, &r)
@@ -267,14 +313,17 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 func printBench(w io.Writer, r *Report) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	cpu := func(c cpuUse) string {
-		return fmt.Sprintf("service %.2f  pg backends %.2f  pg server %.2f  load %.2f", c.Service, c.Backends, c.Server, c.Load)
+		return fmt.Sprintf("service %.2f  pg backends %.2f  pg server %.2f  load %.2f  (steal %2.0f%%, other %2.0f%%)",
+			c.Service, c.Backends, c.Server, c.Load, 100*c.Steal, 100*c.Other)
 	}
 	p("payloads: %s; payload column %s; %d events, %d clients", r.Payloads, r.PayloadColumn, r.Events, r.Clients)
-	p("%-34s %8s   %s", "", "events/s", "CPU s per 1,000 events")
+	p("%-34s %8s   %s", "", "events/s", "CPU s per 1,000 events  (the machine's CPU taken by steal and by other processes)")
 	p("%-34s %8.0f   %s", "plain SQL one-tx, own schema", r.PlainSQL.Rate, cpu(r.PlainSQL.CPU))
 	p("%-34s %8.0f   %s", "reference design one-tx", r.Reference.Rate, cpu(r.Reference.CPU))
 	p("%-34s %8.0f   %s", "plain SQL, after the service", r.PlainSQLAfter.Rate, cpu(r.PlainSQLAfter.CPU))
 	p("%-34s %8.0f   %s", "reference design, after", r.ReferenceAfter.Rate, cpu(r.ReferenceAfter.CPU))
+	p("%-34s %8.0f   %s", "plain SQL behind HTTP", r.PlainHTTP.Rate, cpu(r.PlainHTTP.CPU))
+	p("%-34s %8.0f   %s", "plain SQL behind HTTP, after", r.PlainHTTPAfter.Rate, cpu(r.PlainHTTPAfter.CPU))
 	p("%-34s %8.0f   %s", "batched ceiling", r.Batched.Rate, cpu(r.Batched.CPU))
 	p("%-34s %8.0f   %s", "apply floor, plain SQL", r.ApplyFloor.Rate, cpu(r.ApplyFloor.CPU))
 	p("%-34s %8.0f   %s", "HTTP floor (load + bare server)", r.HTTPFloor.Rate, cpu(r.HTTPFloor.CPU))
@@ -287,8 +336,10 @@ func printBench(w io.Writer, r *Report) {
 	p("service peak RSS                   %.1f MB", r.PeakRSSMB)
 	x := r.Ratios
 	p("ratios (plain SQL and the reference design: the mean of the runs before and after the service):")
-	p("ratios: ingest/plain %.2fx  ingest/reference %.2fx  ingest/batched %.2fx  end-to-end/ingest %.2fx  end-to-end/reference %.2fx  plain/reference %.2fx",
-		x.IngestToPlain, x.IngestToReference, x.IngestToBatched, x.EndToEndToIngest, x.EndToEndToRef, x.PlainToReference)
+	p("ratios: ingest/plain %.2fx  ingest/reference %.2fx  ingest/batched %.2fx  end-to-end/ingest %.2fx  end-to-end/reference %.2fx  plain/reference %.2fx  ingest/plain behind HTTP %.2fx",
+		x.IngestToPlain, x.IngestToReference, x.IngestToBatched, x.EndToEndToIngest, x.EndToEndToRef, x.PlainToReference, x.IngestToPlainHTTP)
+	p("ratios, each rate over the share of the machine steal and other processes left it: ingest/plain %.2fx  ingest/reference %.2fx  end-to-end/reference %.2fx  ingest/plain behind HTTP %.2fx",
+		x.Left.IngestToPlain, x.Left.IngestToReference, x.Left.EndToEndToRef, x.Left.IngestToPlainHTTP)
 	f := r.Floor
 	p("floor: %.2f ms CPU per event (HTTP %.2f + claim %.2f + apply %.2f); at best ingest/plain %.2fx, ingest/reference %.2fx; the service's end-to-end CPU is %.2fx the floor; apply alone/apply floor %.2fx",
 		f.Total, f.HTTP, f.Claim, f.Apply, f.BestToPlain, f.BestToReference, f.Service, x.ApplyToFloor)

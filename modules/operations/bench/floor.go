@@ -1,16 +1,20 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookledger/hookledger/modules/core/provider"
 )
 
 // The floors: the least any receiver of this design can spend on an event
@@ -21,6 +25,10 @@ import (
 // shared by the load, the service and PostgreSQL, a rate is the CPU
 // available divided by the CPU an event costs everywhere, so the floors
 // bound the ratios any such receiver can reach against the baselines.
+//
+// Here too is the plain design as a receiver (plainBehindHTTP): the plain
+// one-transaction claim behind the same HTTP, with the verification and
+// parsing any receiver must do.
 
 // applyFloorBatch is the apply floor's batch: about what group commit
 // claims in one transaction at peak with 64 clients.
@@ -28,24 +36,83 @@ const applyFloorBatch = 20
 
 // httpFloor drives the load generator against a server that only does
 // HTTP: net/http reads each body and answers 200 with a small JSON object.
-// The server runs in the bench process, so its CPU and the load
-// generator's are counted together, as load.
 func httpFloor(ctx context.Context, m *meter, gen *payloads, events, clients int) (sqlRun, error) {
+	return serveRate(ctx, m, gen, events, clients, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		answerClaimed(w)
+	}))
+}
+
+// plainBehindHTTP is the plain design as a webhook receiver: the plain
+// one-transaction claim (stmt, with the body as body makes it) behind a
+// net/http server that, for each request, reads the body, verifies the signature and reads the event's id
+// and type with hookledger's own provider code, then claims it on a pool
+// of clients connections and answers 200. No framework, no logging, no
+// metrics, no job queue client: the cheapest honest receiver of that
+// design, measured as the service is, over HTTP from the same load
+// generator.
+func plainBehindHTTP(ctx context.Context, m *meter, url, stmt string, body func([]byte) any, gen *payloads, events, clients int) (sqlRun, error) {
+	pool, err := benchPool(ctx, url, clients)
+	if err != nil {
+		return sqlRun{}, err
+	}
+	defer pool.Close()
+	secrets := [][]byte{[]byte(benchSecret)}
+	return serveRate(ctx, m, gen, events, clients, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := provider.Lookup(strings.TrimPrefix(r.URL.Path, "/webhooks/"))
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		// One allocation for a body up to 64 KB that declares its length.
+		var buf bytes.Buffer
+		buf.Grow(int(min(max(r.ContentLength, 0), 64<<10)) + bytes.MinRead)
+		if _, err := buf.ReadFrom(io.LimitReader(r.Body, naiveMaxBody+1)); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if buf.Len() > naiveMaxBody {
+			http.Error(w, "body over 1 MiB", http.StatusRequestEntityTooLarge)
+			return
+		}
+		b := buf.Bytes()
+		if _, err := p.Verify(r.Header, b, secrets, time.Now(), 5*time.Minute); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		ev, err := p.Parse(r.Header, b, nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if _, err := pool.Exec(r.Context(), stmt, ev.ID, ev.Type, body(b)); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		answerClaimed(w)
+	}))
+}
+
+// naiveMaxBody is the plain receiver's body limit, hookledger's default.
+const naiveMaxBody = 1 << 20
+
+func answerClaimed(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"status":"claimed"}`)
+}
+
+// serveRate drives the load generator against h, served by net/http in
+// the bench process: the server's CPU and the generator's are counted
+// together, as load.
+func serveRate(ctx context.Context, m *meter, gen *payloads, events, clients int, h http.Handler) (sqlRun, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return sqlRun{}, err
 	}
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if _, err := io.Copy(io.Discard, r.Body); err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"status":"claimed"}`)
-		}),
-		ReadHeaderTimeout: loadTimeout,
-	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: loadTimeout}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	snap := m.snapshot(ctx)
