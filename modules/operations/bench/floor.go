@@ -48,12 +48,12 @@ func httpFloor(ctx context.Context, m *meter, gen *payloads, events, clients int
 
 // plainBehindHTTP is the plain design as a webhook receiver: the plain
 // one-transaction claim (stmt, with the body as body makes it) behind a
-// net/http server that, for each request, reads the body, verifies the signature and reads the event's id
-// and type with hookledger's own provider code, then claims it on a pool
-// of clients connections and answers 200. No framework, no logging, no
-// metrics, no job queue client: the cheapest honest receiver of that
-// design, measured as the service is, over HTTP from the same load
-// generator.
+// net/http server that, for each request, reads the body, verifies its
+// signature and reads the event's id and type with hookledger's own
+// provider code, then claims it on a pool of clients connections and
+// answers 200. No framework, no logging, no metrics, no job queue client:
+// the cheapest honest receiver of that design, measured as the service
+// is, over HTTP from the same load generator.
 func plainBehindHTTP(ctx context.Context, m *meter, url, stmt string, body func([]byte) any, gen *payloads, events, clients int) (sqlRun, error) {
 	pool, err := benchPool(ctx, url, clients)
 	if err != nil {
