@@ -181,13 +181,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		FROM pg_attribute WHERE attrelid = 'webhook_event'::regclass AND attname = 'payload'`).Scan(&r.PayloadColumn); err != nil {
 		return err
 	}
-	bytea := r.PayloadColumn[:5] == "bytea"
-	body := func(d benchDelivery) any {
-		if bytea {
-			return d.Body
-		}
-		return string(d.Body)
-	}
+	body := payloadArg(r.PayloadColumn[:5] == "bytea")
 	logf("bench: plain SQL, one transaction per event, on hookledger's schema (payload %s)", r.PayloadColumn)
 	if r.PlainSQL, err = sqlRate(ctx, m, url, o.Events, o.Clients, oneTxSQL("public.webhook_event"), body, gen.with("plain")); err != nil {
 		return fmt.Errorf("plain SQL baseline: %w", err)
@@ -196,7 +190,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if err := setupReference(ctx, url); err != nil {
 		return err
 	}
-	refBody := func(d benchDelivery) any { return string(d.Body) }
+	refBody := payloadArg(false) // jsonb, sent as text
 	if r.Reference, err = sqlRate(ctx, m, url, o.Events, o.Clients, referenceSQL, refBody, gen.with("ref")); err != nil {
 		return fmt.Errorf("reference design: %w", err)
 	}
@@ -216,14 +210,8 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if r.HTTPFloor, err = httpFloor(ctx, m, gen.with("http"), o.Events, o.Clients); err != nil {
 		return fmt.Errorf("HTTP floor: %w", err)
 	}
-	httpBody := func(b []byte) any {
-		if bytea {
-			return b
-		}
-		return string(b)
-	}
 	logf("bench: plain SQL behind HTTP, one transaction per event in a bare net/http receiver that verifies and parses")
-	if r.PlainHTTP, err = plainBehindHTTP(ctx, m, url, oneTxSQL("public.webhook_event"), httpBody, gen.with("plain-http"), o.Events, o.Clients); err != nil {
+	if r.PlainHTTP, err = plainBehindHTTP(ctx, m, url, oneTxSQL("public.webhook_event"), body, gen.with("plain-http"), o.Events, o.Clients); err != nil {
 		return fmt.Errorf("plain SQL behind HTTP: %w", err)
 	}
 	if err := clearJobs(ctx, url, "public.webhook_event"); err != nil {
@@ -276,7 +264,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if r.ReferenceAfter, err = sqlRate(ctx, m, url, o.Events, o.Clients, referenceSQL, refBody, gen.with("ref-after")); err != nil {
 		return fmt.Errorf("reference design, after: %w", err)
 	}
-	if r.PlainHTTPAfter, err = plainBehindHTTP(ctx, m, url, oneTxSQL("public.webhook_event"), httpBody, gen.with("plain-http-after"), o.Events, o.Clients); err != nil {
+	if r.PlainHTTPAfter, err = plainBehindHTTP(ctx, m, url, oneTxSQL("public.webhook_event"), body, gen.with("plain-http-after"), o.Events, o.Clients); err != nil {
 		return fmt.Errorf("plain SQL behind HTTP, after: %w", err)
 	}
 	if err := clearJobs(ctx, url, "public.webhook_event", "public.subscription"); err != nil {
@@ -293,14 +281,14 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		EndToEndToRef: r.EndToEnd / ref, PlainToReference: plain / ref,
 		ApplyToFloor: r.ApplyAlone / r.ApplyFloor.Rate,
 	}
-	left := func(run sqlRun) float64 { return run.Rate / run.CPU.left() }
-	plainLeft, refLeft := (left(r.PlainSQL)+left(r.PlainSQLAfter))/2, (left(r.Reference)+left(r.ReferenceAfter))/2
-	plainHTTPLeft := (left(r.PlainHTTP) + left(r.PlainHTTPAfter)) / 2
+	left := func(rate float64, c cpuUse) float64 { return rate / c.left() }
+	mean := func(a, b sqlRun) float64 { return (left(a.Rate, a.CPU) + left(b.Rate, b.CPU)) / 2 }
+	ingest, refLeft := left(r.Ingest, r.IngestCPU), mean(r.Reference, r.ReferenceAfter)
 	r.Ratios.Left = leftRatios{
-		IngestToPlain:     r.Ingest / r.IngestCPU.left() / plainLeft,
-		IngestToReference: r.Ingest / r.IngestCPU.left() / refLeft,
-		IngestToPlainHTTP: r.Ingest / r.IngestCPU.left() / plainHTTPLeft,
-		EndToEndToRef:     r.EndToEnd / r.EndToEndCPU.left() / refLeft,
+		IngestToPlain:     ingest / mean(r.PlainSQL, r.PlainSQLAfter),
+		IngestToReference: ingest / refLeft,
+		IngestToPlainHTTP: ingest / mean(r.PlainHTTP, r.PlainHTTPAfter),
+		EndToEndToRef:     left(r.EndToEnd, r.EndToEndCPU) / refLeft,
 	}
 	r.Floor = newFloor(&r)
 	printBench(stdout, &r)
@@ -392,13 +380,7 @@ func benchStorage(ctx context.Context, m *meter, url string, events, clients, ba
 		}
 		logf("bench: payload %s", l.Name)
 		g := gen.with(fmt.Sprintf("l%d", k))
-		body := func(d benchDelivery) any {
-			if l.Bytea {
-				return d.Body
-			}
-			return string(d.Body)
-		}
-		one, err := sqlRate(ctx, m, url, events, clients, oneTxSQL(table), body, g)
+		one, err := sqlRate(ctx, m, url, events, clients, oneTxSQL(table), payloadArg(l.Bytea), g)
 		if err != nil {
 			return fmt.Errorf("%s one-tx: %w", l.Name, err)
 		}

@@ -89,32 +89,41 @@ func parseMachineTicks(stat string) machineTicks {
 }
 
 // procCPU is a process's user plus system time in seconds, 0 when gone.
-func procCPU(pid string) float64 {
-	cpu, _ := procStat(pid)
-	return cpu
-}
+func procCPU(pid string) float64 { return readProcStat(pid).cpu }
 
 // pfKthread is PF_KTHREAD in /proc/<pid>/stat's flags.
 const pfKthread = 0x00200000
 
-// procStat reads a process's user plus system time in seconds and whether
-// it is a kernel thread.
-func procStat(pid string) (cpu float64, kernel bool) {
+// procStat is what the bench reads of /proc/<pid>/stat.
+type procStat struct {
+	// comm is the command name, cpu the user plus system time in seconds,
+	// and kernel says the process is a kernel thread.
+	comm   string
+	cpu    float64
+	kernel bool
+}
+
+// readProcStat reads /proc/<pid>/stat; zero when the process is gone.
+func readProcStat(pid string) procStat {
 	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
 	if err != nil {
-		return 0, false
+		return procStat{}
 	}
 	// The command name, in parentheses, may hold spaces: fields count
 	// from after it.
 	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return procStat{}
+	}
+	f := strings.Fields(s[end+1:])
 	if len(f) < 13 {
-		return 0, false
+		return procStat{}
 	}
 	flags, _ := strconv.ParseUint(f[6], 10, 64)
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
-	return (utime + stime) / clockTicks, flags&pfKthread != 0
+	return procStat{comm: s[open+1 : end], cpu: (utime + stime) / clockTicks, kernel: flags&pfKthread != 0}
 }
 
 // processCPU reads the CPU time of every postgres process and of every
@@ -128,14 +137,12 @@ func processCPU(servicePID int) (server, others map[int]float64) {
 		if err != nil || pid == self || pid == servicePID {
 			continue
 		}
-		cpu, kernel := procStat(e.Name())
-		if kernel {
-			continue
-		}
-		if comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm")); err == nil && strings.TrimSpace(string(comm)) == "postgres" {
-			server[pid] = cpu
-		} else {
-			others[pid] = cpu
+		switch st := readProcStat(e.Name()); {
+		case st.kernel:
+		case st.comm == "postgres":
+			server[pid] = st.cpu
+		default:
+			others[pid] = st.cpu
 		}
 	}
 	return server, others

@@ -104,6 +104,15 @@ func layoutBatch(table string, l layout) batchStatement {
 	}
 }
 
+// payloadArg is a body as a payload column takes it: its bytes for a
+// bytea, text for any other type.
+func payloadArg(bytea bool) func([]byte) any {
+	if bytea {
+		return func(b []byte) any { return b }
+	}
+	return func(b []byte) any { return string(b) }
+}
+
 // sqlRun is one measured database-only phase.
 type sqlRun struct {
 	Rate float64 `json:"events_per_sec"`
@@ -139,10 +148,10 @@ func benchPool(ctx context.Context, url string, clients int) (*pgxpool.Pool, err
 }
 
 // sqlRate runs events one-statement claims from clients connections.
-func sqlRate(ctx context.Context, m *meter, url string, events, clients int, stmt string, arg func(d benchDelivery) any, gen *payloads) (sqlRun, error) {
+func sqlRate(ctx context.Context, m *meter, url string, events, clients int, stmt string, body func([]byte) any, gen *payloads) (sqlRun, error) {
 	return runSQL(ctx, m, url, events, clients, 1, func(pool *pgxpool.Pool, first, _ int) error {
 		d := gen.event(first)
-		_, err := pool.Exec(ctx, stmt, d.ID, d.Type, arg(d))
+		_, err := pool.Exec(ctx, stmt, d.ID, d.Type, body(d.Body))
 		return err
 	})
 }
