@@ -16,6 +16,7 @@ import (
 	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/predicate"
 	"github.com/hookledger/hookledger/ent/replaywatermark"
+	"github.com/hookledger/hookledger/ent/schema"
 	"github.com/hookledger/hookledger/ent/subscription"
 	"github.com/hookledger/hookledger/ent/usagedelta"
 	"github.com/hookledger/hookledger/ent/usagetotal"
@@ -4789,36 +4790,41 @@ func (m *UsageTotalMutation) ResetEdge(name string) error {
 // WebhookEventMutation represents an operation that mutates the WebhookEvent nodes in the graph.
 type WebhookEventMutation struct {
 	config
-	op               Op
-	typ              string
-	id               *int64
-	namespace        *string
-	event_id         *string
-	provider         *string
-	source           *string
-	event_type       *string
-	payload          *string
-	status           *webhookevent.Status
-	attempts         *int
-	addattempts      *int
-	last_error       *string
-	received_at      *time.Time
-	settled_at       *time.Time
-	occurred_at      *time.Time
-	headers          *map[string]string
-	secret_index     *int
-	addsecret_index  *int
-	clock_skew_ms    *int64
-	addclock_skew_ms *int64
-	replayed         *bool
-	failures         *int
-	addfailures      *int
-	failing_since    *time.Time
-	body_digest      *string
-	clearedFields    map[string]struct{}
-	done             bool
-	oldValue         func(context.Context) (*WebhookEvent, error)
-	predicates       []predicate.WebhookEvent
+	op                Op
+	typ               string
+	id                *int64
+	namespace         *string
+	event_id          *string
+	provider          *string
+	source            *string
+	event_type        *string
+	payload           *string
+	status            *webhookevent.Status
+	attempts          *int
+	addattempts       *int
+	last_error        *string
+	received_at       *time.Time
+	settled_at        *time.Time
+	occurred_at       *time.Time
+	headers           *map[string]string
+	secret_index      *int
+	addsecret_index   *int
+	clock_skew_ms     *int64
+	addclock_skew_ms  *int64
+	replayed          *bool
+	failures          *int
+	addfailures       *int
+	failing_since     *time.Time
+	handlers          *[]string
+	appendhandlers    []string
+	failure_log       *[]schema.Failure
+	appendfailure_log []schema.Failure
+	discard_reason    *string
+	body_digest       *string
+	clearedFields     map[string]struct{}
+	done              bool
+	oldValue          func(context.Context) (*WebhookEvent, error)
+	predicates        []predicate.WebhookEvent
 }
 
 var _ ent.Mutation = (*WebhookEventMutation)(nil)
@@ -5746,6 +5752,185 @@ func (m *WebhookEventMutation) ResetFailingSince() {
 	delete(m.clearedFields, webhookevent.FieldFailingSince)
 }
 
+// SetHandlers sets the "handlers" field.
+func (m *WebhookEventMutation) SetHandlers(s []string) {
+	m.handlers = &s
+	m.appendhandlers = nil
+}
+
+// Handlers returns the value of the "handlers" field in the mutation.
+func (m *WebhookEventMutation) Handlers() (r []string, exists bool) {
+	v := m.handlers
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHandlers returns the old "handlers" field's value of the WebhookEvent entity.
+// If the WebhookEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *WebhookEventMutation) OldHandlers(ctx context.Context) (v []string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHandlers is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHandlers requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHandlers: %w", err)
+	}
+	return oldValue.Handlers, nil
+}
+
+// AppendHandlers adds s to the "handlers" field.
+func (m *WebhookEventMutation) AppendHandlers(s []string) {
+	m.appendhandlers = append(m.appendhandlers, s...)
+}
+
+// AppendedHandlers returns the list of values that were appended to the "handlers" field in this mutation.
+func (m *WebhookEventMutation) AppendedHandlers() ([]string, bool) {
+	if len(m.appendhandlers) == 0 {
+		return nil, false
+	}
+	return m.appendhandlers, true
+}
+
+// ClearHandlers clears the value of the "handlers" field.
+func (m *WebhookEventMutation) ClearHandlers() {
+	m.handlers = nil
+	m.appendhandlers = nil
+	m.clearedFields[webhookevent.FieldHandlers] = struct{}{}
+}
+
+// HandlersCleared returns if the "handlers" field was cleared in this mutation.
+func (m *WebhookEventMutation) HandlersCleared() bool {
+	_, ok := m.clearedFields[webhookevent.FieldHandlers]
+	return ok
+}
+
+// ResetHandlers resets all changes to the "handlers" field.
+func (m *WebhookEventMutation) ResetHandlers() {
+	m.handlers = nil
+	m.appendhandlers = nil
+	delete(m.clearedFields, webhookevent.FieldHandlers)
+}
+
+// SetFailureLog sets the "failure_log" field.
+func (m *WebhookEventMutation) SetFailureLog(s []schema.Failure) {
+	m.failure_log = &s
+	m.appendfailure_log = nil
+}
+
+// FailureLog returns the value of the "failure_log" field in the mutation.
+func (m *WebhookEventMutation) FailureLog() (r []schema.Failure, exists bool) {
+	v := m.failure_log
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFailureLog returns the old "failure_log" field's value of the WebhookEvent entity.
+// If the WebhookEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *WebhookEventMutation) OldFailureLog(ctx context.Context) (v []schema.Failure, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFailureLog is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFailureLog requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFailureLog: %w", err)
+	}
+	return oldValue.FailureLog, nil
+}
+
+// AppendFailureLog adds s to the "failure_log" field.
+func (m *WebhookEventMutation) AppendFailureLog(s []schema.Failure) {
+	m.appendfailure_log = append(m.appendfailure_log, s...)
+}
+
+// AppendedFailureLog returns the list of values that were appended to the "failure_log" field in this mutation.
+func (m *WebhookEventMutation) AppendedFailureLog() ([]schema.Failure, bool) {
+	if len(m.appendfailure_log) == 0 {
+		return nil, false
+	}
+	return m.appendfailure_log, true
+}
+
+// ClearFailureLog clears the value of the "failure_log" field.
+func (m *WebhookEventMutation) ClearFailureLog() {
+	m.failure_log = nil
+	m.appendfailure_log = nil
+	m.clearedFields[webhookevent.FieldFailureLog] = struct{}{}
+}
+
+// FailureLogCleared returns if the "failure_log" field was cleared in this mutation.
+func (m *WebhookEventMutation) FailureLogCleared() bool {
+	_, ok := m.clearedFields[webhookevent.FieldFailureLog]
+	return ok
+}
+
+// ResetFailureLog resets all changes to the "failure_log" field.
+func (m *WebhookEventMutation) ResetFailureLog() {
+	m.failure_log = nil
+	m.appendfailure_log = nil
+	delete(m.clearedFields, webhookevent.FieldFailureLog)
+}
+
+// SetDiscardReason sets the "discard_reason" field.
+func (m *WebhookEventMutation) SetDiscardReason(s string) {
+	m.discard_reason = &s
+}
+
+// DiscardReason returns the value of the "discard_reason" field in the mutation.
+func (m *WebhookEventMutation) DiscardReason() (r string, exists bool) {
+	v := m.discard_reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDiscardReason returns the old "discard_reason" field's value of the WebhookEvent entity.
+// If the WebhookEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *WebhookEventMutation) OldDiscardReason(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDiscardReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDiscardReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDiscardReason: %w", err)
+	}
+	return oldValue.DiscardReason, nil
+}
+
+// ClearDiscardReason clears the value of the "discard_reason" field.
+func (m *WebhookEventMutation) ClearDiscardReason() {
+	m.discard_reason = nil
+	m.clearedFields[webhookevent.FieldDiscardReason] = struct{}{}
+}
+
+// DiscardReasonCleared returns if the "discard_reason" field was cleared in this mutation.
+func (m *WebhookEventMutation) DiscardReasonCleared() bool {
+	_, ok := m.clearedFields[webhookevent.FieldDiscardReason]
+	return ok
+}
+
+// ResetDiscardReason resets all changes to the "discard_reason" field.
+func (m *WebhookEventMutation) ResetDiscardReason() {
+	m.discard_reason = nil
+	delete(m.clearedFields, webhookevent.FieldDiscardReason)
+}
+
 // SetBodyDigest sets the "body_digest" field.
 func (m *WebhookEventMutation) SetBodyDigest(s string) {
 	m.body_digest = &s
@@ -5829,7 +6014,7 @@ func (m *WebhookEventMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *WebhookEventMutation) Fields() []string {
-	fields := make([]string, 0, 19)
+	fields := make([]string, 0, 22)
 	if m.namespace != nil {
 		fields = append(fields, webhookevent.FieldNamespace)
 	}
@@ -5884,6 +6069,15 @@ func (m *WebhookEventMutation) Fields() []string {
 	if m.failing_since != nil {
 		fields = append(fields, webhookevent.FieldFailingSince)
 	}
+	if m.handlers != nil {
+		fields = append(fields, webhookevent.FieldHandlers)
+	}
+	if m.failure_log != nil {
+		fields = append(fields, webhookevent.FieldFailureLog)
+	}
+	if m.discard_reason != nil {
+		fields = append(fields, webhookevent.FieldDiscardReason)
+	}
 	if m.body_digest != nil {
 		fields = append(fields, webhookevent.FieldBodyDigest)
 	}
@@ -5931,6 +6125,12 @@ func (m *WebhookEventMutation) Field(name string) (ent.Value, bool) {
 		return m.Failures()
 	case webhookevent.FieldFailingSince:
 		return m.FailingSince()
+	case webhookevent.FieldHandlers:
+		return m.Handlers()
+	case webhookevent.FieldFailureLog:
+		return m.FailureLog()
+	case webhookevent.FieldDiscardReason:
+		return m.DiscardReason()
 	case webhookevent.FieldBodyDigest:
 		return m.BodyDigest()
 	}
@@ -5978,6 +6178,12 @@ func (m *WebhookEventMutation) OldField(ctx context.Context, name string) (ent.V
 		return m.OldFailures(ctx)
 	case webhookevent.FieldFailingSince:
 		return m.OldFailingSince(ctx)
+	case webhookevent.FieldHandlers:
+		return m.OldHandlers(ctx)
+	case webhookevent.FieldFailureLog:
+		return m.OldFailureLog(ctx)
+	case webhookevent.FieldDiscardReason:
+		return m.OldDiscardReason(ctx)
 	case webhookevent.FieldBodyDigest:
 		return m.OldBodyDigest(ctx)
 	}
@@ -6115,6 +6321,27 @@ func (m *WebhookEventMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetFailingSince(v)
 		return nil
+	case webhookevent.FieldHandlers:
+		v, ok := value.([]string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHandlers(v)
+		return nil
+	case webhookevent.FieldFailureLog:
+		v, ok := value.([]schema.Failure)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFailureLog(v)
+		return nil
+	case webhookevent.FieldDiscardReason:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDiscardReason(v)
+		return nil
 	case webhookevent.FieldBodyDigest:
 		v, ok := value.(string)
 		if !ok {
@@ -6224,6 +6451,15 @@ func (m *WebhookEventMutation) ClearedFields() []string {
 	if m.FieldCleared(webhookevent.FieldFailingSince) {
 		fields = append(fields, webhookevent.FieldFailingSince)
 	}
+	if m.FieldCleared(webhookevent.FieldHandlers) {
+		fields = append(fields, webhookevent.FieldHandlers)
+	}
+	if m.FieldCleared(webhookevent.FieldFailureLog) {
+		fields = append(fields, webhookevent.FieldFailureLog)
+	}
+	if m.FieldCleared(webhookevent.FieldDiscardReason) {
+		fields = append(fields, webhookevent.FieldDiscardReason)
+	}
 	if m.FieldCleared(webhookevent.FieldBodyDigest) {
 		fields = append(fields, webhookevent.FieldBodyDigest)
 	}
@@ -6261,6 +6497,15 @@ func (m *WebhookEventMutation) ClearField(name string) error {
 		return nil
 	case webhookevent.FieldFailingSince:
 		m.ClearFailingSince()
+		return nil
+	case webhookevent.FieldHandlers:
+		m.ClearHandlers()
+		return nil
+	case webhookevent.FieldFailureLog:
+		m.ClearFailureLog()
+		return nil
+	case webhookevent.FieldDiscardReason:
+		m.ClearDiscardReason()
 		return nil
 	case webhookevent.FieldBodyDigest:
 		m.ClearBodyDigest()
@@ -6326,6 +6571,15 @@ func (m *WebhookEventMutation) ResetField(name string) error {
 		return nil
 	case webhookevent.FieldFailingSince:
 		m.ResetFailingSince()
+		return nil
+	case webhookevent.FieldHandlers:
+		m.ResetHandlers()
+		return nil
+	case webhookevent.FieldFailureLog:
+		m.ResetFailureLog()
+		return nil
+	case webhookevent.FieldDiscardReason:
+		m.ResetDiscardReason()
 		return nil
 	case webhookevent.FieldBodyDigest:
 		m.ResetBodyDigest()

@@ -10,6 +10,7 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
+	"github.com/hookledger/hookledger/ent/schema"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 )
 
@@ -54,6 +55,12 @@ type WebhookEvent struct {
 	Failures int `json:"failures,omitempty"`
 	// First handler failure since the last settle: retries stop a retry horizon after it.
 	FailingSince *time.Time `json:"failing_since,omitempty"`
+	// Modules whose handlers applied the event at its last apply; empty when none matched its type, null before its first apply.
+	Handlers []string `json:"handlers,omitempty"`
+	// The last handler failures, oldest first, kept after the event settles.
+	FailureLog []schema.Failure `json:"failure_log,omitempty"`
+	// Why an operator discarded the event; null unless discarded.
+	DiscardReason *string `json:"discard_reason,omitempty"`
 	// SHA-256 of what the signature covers, for providers that sign only the body (GitHub, Shopify: with the topic); null elsewhere.
 	BodyDigest   *string `json:"body_digest,omitempty"`
 	selectValues sql.SelectValues
@@ -64,13 +71,13 @@ func (*WebhookEvent) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case webhookevent.FieldHeaders:
+		case webhookevent.FieldHeaders, webhookevent.FieldHandlers, webhookevent.FieldFailureLog:
 			values[i] = new([]byte)
 		case webhookevent.FieldReplayed:
 			values[i] = new(sql.NullBool)
 		case webhookevent.FieldID, webhookevent.FieldAttempts, webhookevent.FieldSecretIndex, webhookevent.FieldClockSkewMs, webhookevent.FieldFailures:
 			values[i] = new(sql.NullInt64)
-		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldPayload, webhookevent.FieldStatus, webhookevent.FieldLastError, webhookevent.FieldBodyDigest:
+		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldPayload, webhookevent.FieldStatus, webhookevent.FieldLastError, webhookevent.FieldDiscardReason, webhookevent.FieldBodyDigest:
 			values[i] = new(sql.NullString)
 		case webhookevent.FieldReceivedAt, webhookevent.FieldSettledAt, webhookevent.FieldOccurredAt, webhookevent.FieldFailingSince:
 			values[i] = new(sql.NullTime)
@@ -211,6 +218,29 @@ func (_m *WebhookEvent) assignValues(columns []string, values []any) error {
 				_m.FailingSince = new(time.Time)
 				*_m.FailingSince = value.Time
 			}
+		case webhookevent.FieldHandlers:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field handlers", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.Handlers); err != nil {
+					return fmt.Errorf("unmarshal field handlers: %w", err)
+				}
+			}
+		case webhookevent.FieldFailureLog:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field failure_log", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.FailureLog); err != nil {
+					return fmt.Errorf("unmarshal field failure_log: %w", err)
+				}
+			}
+		case webhookevent.FieldDiscardReason:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field discard_reason", values[i])
+			} else if value.Valid {
+				_m.DiscardReason = new(string)
+				*_m.DiscardReason = value.String
+			}
 		case webhookevent.FieldBodyDigest:
 			if value, ok := values[i].(*sql.NullString); !ok {
 				return fmt.Errorf("unexpected type %T for field body_digest", values[i])
@@ -318,6 +348,17 @@ func (_m *WebhookEvent) String() string {
 	if v := _m.FailingSince; v != nil {
 		builder.WriteString("failing_since=")
 		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	builder.WriteString("handlers=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Handlers))
+	builder.WriteString(", ")
+	builder.WriteString("failure_log=")
+	builder.WriteString(fmt.Sprintf("%v", _m.FailureLog))
+	builder.WriteString(", ")
+	if v := _m.DiscardReason; v != nil {
+		builder.WriteString("discard_reason=")
+		builder.WriteString(*v)
 	}
 	builder.WriteString(", ")
 	if v := _m.BodyDigest; v != nil {

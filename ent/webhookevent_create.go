@@ -11,6 +11,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
+	"github.com/hookledger/hookledger/ent/schema"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 )
 
@@ -214,6 +215,32 @@ func (_c *WebhookEventCreate) SetFailingSince(v time.Time) *WebhookEventCreate {
 func (_c *WebhookEventCreate) SetNillableFailingSince(v *time.Time) *WebhookEventCreate {
 	if v != nil {
 		_c.SetFailingSince(*v)
+	}
+	return _c
+}
+
+// SetHandlers sets the "handlers" field.
+func (_c *WebhookEventCreate) SetHandlers(v []string) *WebhookEventCreate {
+	_c.mutation.SetHandlers(v)
+	return _c
+}
+
+// SetFailureLog sets the "failure_log" field.
+func (_c *WebhookEventCreate) SetFailureLog(v []schema.Failure) *WebhookEventCreate {
+	_c.mutation.SetFailureLog(v)
+	return _c
+}
+
+// SetDiscardReason sets the "discard_reason" field.
+func (_c *WebhookEventCreate) SetDiscardReason(v string) *WebhookEventCreate {
+	_c.mutation.SetDiscardReason(v)
+	return _c
+}
+
+// SetNillableDiscardReason sets the "discard_reason" field if the given value is not nil.
+func (_c *WebhookEventCreate) SetNillableDiscardReason(v *string) *WebhookEventCreate {
+	if v != nil {
+		_c.SetDiscardReason(*v)
 	}
 	return _c
 }
@@ -460,6 +487,18 @@ func (_c *WebhookEventCreate) createSpec() (*WebhookEvent, *sqlgraph.CreateSpec)
 		_spec.SetField(webhookevent.FieldFailingSince, field.TypeTime, value)
 		_node.FailingSince = &value
 	}
+	if value, ok := _c.mutation.Handlers(); ok {
+		_spec.SetField(webhookevent.FieldHandlers, field.TypeJSON, value)
+		_node.Handlers = value
+	}
+	if value, ok := _c.mutation.FailureLog(); ok {
+		_spec.SetField(webhookevent.FieldFailureLog, field.TypeJSON, value)
+		_node.FailureLog = value
+	}
+	if value, ok := _c.mutation.DiscardReason(); ok {
+		_spec.SetField(webhookevent.FieldDiscardReason, field.TypeString, value)
+		_node.DiscardReason = &value
+	}
 	if value, ok := _c.mutation.BodyDigest(); ok {
 		_spec.SetField(webhookevent.FieldBodyDigest, field.TypeString, value)
 		_node.BodyDigest = &value
@@ -615,6 +654,60 @@ func (u *WebhookEventUpsert) UpdateFailingSince() *WebhookEventUpsert {
 // ClearFailingSince clears the value of the "failing_since" field.
 func (u *WebhookEventUpsert) ClearFailingSince() *WebhookEventUpsert {
 	u.SetNull(webhookevent.FieldFailingSince)
+	return u
+}
+
+// SetHandlers sets the "handlers" field.
+func (u *WebhookEventUpsert) SetHandlers(v []string) *WebhookEventUpsert {
+	u.Set(webhookevent.FieldHandlers, v)
+	return u
+}
+
+// UpdateHandlers sets the "handlers" field to the value that was provided on create.
+func (u *WebhookEventUpsert) UpdateHandlers() *WebhookEventUpsert {
+	u.SetExcluded(webhookevent.FieldHandlers)
+	return u
+}
+
+// ClearHandlers clears the value of the "handlers" field.
+func (u *WebhookEventUpsert) ClearHandlers() *WebhookEventUpsert {
+	u.SetNull(webhookevent.FieldHandlers)
+	return u
+}
+
+// SetFailureLog sets the "failure_log" field.
+func (u *WebhookEventUpsert) SetFailureLog(v []schema.Failure) *WebhookEventUpsert {
+	u.Set(webhookevent.FieldFailureLog, v)
+	return u
+}
+
+// UpdateFailureLog sets the "failure_log" field to the value that was provided on create.
+func (u *WebhookEventUpsert) UpdateFailureLog() *WebhookEventUpsert {
+	u.SetExcluded(webhookevent.FieldFailureLog)
+	return u
+}
+
+// ClearFailureLog clears the value of the "failure_log" field.
+func (u *WebhookEventUpsert) ClearFailureLog() *WebhookEventUpsert {
+	u.SetNull(webhookevent.FieldFailureLog)
+	return u
+}
+
+// SetDiscardReason sets the "discard_reason" field.
+func (u *WebhookEventUpsert) SetDiscardReason(v string) *WebhookEventUpsert {
+	u.Set(webhookevent.FieldDiscardReason, v)
+	return u
+}
+
+// UpdateDiscardReason sets the "discard_reason" field to the value that was provided on create.
+func (u *WebhookEventUpsert) UpdateDiscardReason() *WebhookEventUpsert {
+	u.SetExcluded(webhookevent.FieldDiscardReason)
+	return u
+}
+
+// ClearDiscardReason clears the value of the "discard_reason" field.
+func (u *WebhookEventUpsert) ClearDiscardReason() *WebhookEventUpsert {
+	u.SetNull(webhookevent.FieldDiscardReason)
 	return u
 }
 
@@ -821,6 +914,69 @@ func (u *WebhookEventUpsertOne) UpdateFailingSince() *WebhookEventUpsertOne {
 func (u *WebhookEventUpsertOne) ClearFailingSince() *WebhookEventUpsertOne {
 	return u.Update(func(s *WebhookEventUpsert) {
 		s.ClearFailingSince()
+	})
+}
+
+// SetHandlers sets the "handlers" field.
+func (u *WebhookEventUpsertOne) SetHandlers(v []string) *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetHandlers(v)
+	})
+}
+
+// UpdateHandlers sets the "handlers" field to the value that was provided on create.
+func (u *WebhookEventUpsertOne) UpdateHandlers() *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateHandlers()
+	})
+}
+
+// ClearHandlers clears the value of the "handlers" field.
+func (u *WebhookEventUpsertOne) ClearHandlers() *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.ClearHandlers()
+	})
+}
+
+// SetFailureLog sets the "failure_log" field.
+func (u *WebhookEventUpsertOne) SetFailureLog(v []schema.Failure) *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetFailureLog(v)
+	})
+}
+
+// UpdateFailureLog sets the "failure_log" field to the value that was provided on create.
+func (u *WebhookEventUpsertOne) UpdateFailureLog() *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateFailureLog()
+	})
+}
+
+// ClearFailureLog clears the value of the "failure_log" field.
+func (u *WebhookEventUpsertOne) ClearFailureLog() *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.ClearFailureLog()
+	})
+}
+
+// SetDiscardReason sets the "discard_reason" field.
+func (u *WebhookEventUpsertOne) SetDiscardReason(v string) *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetDiscardReason(v)
+	})
+}
+
+// UpdateDiscardReason sets the "discard_reason" field to the value that was provided on create.
+func (u *WebhookEventUpsertOne) UpdateDiscardReason() *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateDiscardReason()
+	})
+}
+
+// ClearDiscardReason clears the value of the "discard_reason" field.
+func (u *WebhookEventUpsertOne) ClearDiscardReason() *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.ClearDiscardReason()
 	})
 }
 
@@ -1193,6 +1349,69 @@ func (u *WebhookEventUpsertBulk) UpdateFailingSince() *WebhookEventUpsertBulk {
 func (u *WebhookEventUpsertBulk) ClearFailingSince() *WebhookEventUpsertBulk {
 	return u.Update(func(s *WebhookEventUpsert) {
 		s.ClearFailingSince()
+	})
+}
+
+// SetHandlers sets the "handlers" field.
+func (u *WebhookEventUpsertBulk) SetHandlers(v []string) *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetHandlers(v)
+	})
+}
+
+// UpdateHandlers sets the "handlers" field to the value that was provided on create.
+func (u *WebhookEventUpsertBulk) UpdateHandlers() *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateHandlers()
+	})
+}
+
+// ClearHandlers clears the value of the "handlers" field.
+func (u *WebhookEventUpsertBulk) ClearHandlers() *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.ClearHandlers()
+	})
+}
+
+// SetFailureLog sets the "failure_log" field.
+func (u *WebhookEventUpsertBulk) SetFailureLog(v []schema.Failure) *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetFailureLog(v)
+	})
+}
+
+// UpdateFailureLog sets the "failure_log" field to the value that was provided on create.
+func (u *WebhookEventUpsertBulk) UpdateFailureLog() *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateFailureLog()
+	})
+}
+
+// ClearFailureLog clears the value of the "failure_log" field.
+func (u *WebhookEventUpsertBulk) ClearFailureLog() *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.ClearFailureLog()
+	})
+}
+
+// SetDiscardReason sets the "discard_reason" field.
+func (u *WebhookEventUpsertBulk) SetDiscardReason(v string) *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetDiscardReason(v)
+	})
+}
+
+// UpdateDiscardReason sets the "discard_reason" field to the value that was provided on create.
+func (u *WebhookEventUpsertBulk) UpdateDiscardReason() *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateDiscardReason()
+	})
+}
+
+// ClearDiscardReason clears the value of the "discard_reason" field.
+func (u *WebhookEventUpsertBulk) ClearDiscardReason() *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.ClearDiscardReason()
 	})
 }
 

@@ -10,8 +10,10 @@ import (
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"entgo.io/ent/dialect/sql/sqljson"
 	"entgo.io/ent/schema/field"
 	"github.com/hookledger/hookledger/ent/predicate"
+	"github.com/hookledger/hookledger/ent/schema"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 )
 
@@ -144,6 +146,62 @@ func (_u *WebhookEventUpdate) ClearFailingSince() *WebhookEventUpdate {
 	return _u
 }
 
+// SetHandlers sets the "handlers" field.
+func (_u *WebhookEventUpdate) SetHandlers(v []string) *WebhookEventUpdate {
+	_u.mutation.SetHandlers(v)
+	return _u
+}
+
+// AppendHandlers appends value to the "handlers" field.
+func (_u *WebhookEventUpdate) AppendHandlers(v []string) *WebhookEventUpdate {
+	_u.mutation.AppendHandlers(v)
+	return _u
+}
+
+// ClearHandlers clears the value of the "handlers" field.
+func (_u *WebhookEventUpdate) ClearHandlers() *WebhookEventUpdate {
+	_u.mutation.ClearHandlers()
+	return _u
+}
+
+// SetFailureLog sets the "failure_log" field.
+func (_u *WebhookEventUpdate) SetFailureLog(v []schema.Failure) *WebhookEventUpdate {
+	_u.mutation.SetFailureLog(v)
+	return _u
+}
+
+// AppendFailureLog appends value to the "failure_log" field.
+func (_u *WebhookEventUpdate) AppendFailureLog(v []schema.Failure) *WebhookEventUpdate {
+	_u.mutation.AppendFailureLog(v)
+	return _u
+}
+
+// ClearFailureLog clears the value of the "failure_log" field.
+func (_u *WebhookEventUpdate) ClearFailureLog() *WebhookEventUpdate {
+	_u.mutation.ClearFailureLog()
+	return _u
+}
+
+// SetDiscardReason sets the "discard_reason" field.
+func (_u *WebhookEventUpdate) SetDiscardReason(v string) *WebhookEventUpdate {
+	_u.mutation.SetDiscardReason(v)
+	return _u
+}
+
+// SetNillableDiscardReason sets the "discard_reason" field if the given value is not nil.
+func (_u *WebhookEventUpdate) SetNillableDiscardReason(v *string) *WebhookEventUpdate {
+	if v != nil {
+		_u.SetDiscardReason(*v)
+	}
+	return _u
+}
+
+// ClearDiscardReason clears the value of the "discard_reason" field.
+func (_u *WebhookEventUpdate) ClearDiscardReason() *WebhookEventUpdate {
+	_u.mutation.ClearDiscardReason()
+	return _u
+}
+
 // Mutation returns the WebhookEventMutation object of the builder.
 func (_u *WebhookEventUpdate) Mutation() *WebhookEventMutation {
 	return _u.mutation
@@ -242,6 +300,34 @@ func (_u *WebhookEventUpdate) sqlSave(ctx context.Context) (_node int, err error
 	}
 	if _u.mutation.FailingSinceCleared() {
 		_spec.ClearField(webhookevent.FieldFailingSince, field.TypeTime)
+	}
+	if value, ok := _u.mutation.Handlers(); ok {
+		_spec.SetField(webhookevent.FieldHandlers, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedHandlers(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, webhookevent.FieldHandlers, value)
+		})
+	}
+	if _u.mutation.HandlersCleared() {
+		_spec.ClearField(webhookevent.FieldHandlers, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.FailureLog(); ok {
+		_spec.SetField(webhookevent.FieldFailureLog, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedFailureLog(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, webhookevent.FieldFailureLog, value)
+		})
+	}
+	if _u.mutation.FailureLogCleared() {
+		_spec.ClearField(webhookevent.FieldFailureLog, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.DiscardReason(); ok {
+		_spec.SetField(webhookevent.FieldDiscardReason, field.TypeString, value)
+	}
+	if _u.mutation.DiscardReasonCleared() {
+		_spec.ClearField(webhookevent.FieldDiscardReason, field.TypeString)
 	}
 	if _u.mutation.BodyDigestCleared() {
 		_spec.ClearField(webhookevent.FieldBodyDigest, field.TypeString)
@@ -382,6 +468,62 @@ func (_u *WebhookEventUpdateOne) ClearFailingSince() *WebhookEventUpdateOne {
 	return _u
 }
 
+// SetHandlers sets the "handlers" field.
+func (_u *WebhookEventUpdateOne) SetHandlers(v []string) *WebhookEventUpdateOne {
+	_u.mutation.SetHandlers(v)
+	return _u
+}
+
+// AppendHandlers appends value to the "handlers" field.
+func (_u *WebhookEventUpdateOne) AppendHandlers(v []string) *WebhookEventUpdateOne {
+	_u.mutation.AppendHandlers(v)
+	return _u
+}
+
+// ClearHandlers clears the value of the "handlers" field.
+func (_u *WebhookEventUpdateOne) ClearHandlers() *WebhookEventUpdateOne {
+	_u.mutation.ClearHandlers()
+	return _u
+}
+
+// SetFailureLog sets the "failure_log" field.
+func (_u *WebhookEventUpdateOne) SetFailureLog(v []schema.Failure) *WebhookEventUpdateOne {
+	_u.mutation.SetFailureLog(v)
+	return _u
+}
+
+// AppendFailureLog appends value to the "failure_log" field.
+func (_u *WebhookEventUpdateOne) AppendFailureLog(v []schema.Failure) *WebhookEventUpdateOne {
+	_u.mutation.AppendFailureLog(v)
+	return _u
+}
+
+// ClearFailureLog clears the value of the "failure_log" field.
+func (_u *WebhookEventUpdateOne) ClearFailureLog() *WebhookEventUpdateOne {
+	_u.mutation.ClearFailureLog()
+	return _u
+}
+
+// SetDiscardReason sets the "discard_reason" field.
+func (_u *WebhookEventUpdateOne) SetDiscardReason(v string) *WebhookEventUpdateOne {
+	_u.mutation.SetDiscardReason(v)
+	return _u
+}
+
+// SetNillableDiscardReason sets the "discard_reason" field if the given value is not nil.
+func (_u *WebhookEventUpdateOne) SetNillableDiscardReason(v *string) *WebhookEventUpdateOne {
+	if v != nil {
+		_u.SetDiscardReason(*v)
+	}
+	return _u
+}
+
+// ClearDiscardReason clears the value of the "discard_reason" field.
+func (_u *WebhookEventUpdateOne) ClearDiscardReason() *WebhookEventUpdateOne {
+	_u.mutation.ClearDiscardReason()
+	return _u
+}
+
 // Mutation returns the WebhookEventMutation object of the builder.
 func (_u *WebhookEventUpdateOne) Mutation() *WebhookEventMutation {
 	return _u.mutation
@@ -510,6 +652,34 @@ func (_u *WebhookEventUpdateOne) sqlSave(ctx context.Context) (_node *WebhookEve
 	}
 	if _u.mutation.FailingSinceCleared() {
 		_spec.ClearField(webhookevent.FieldFailingSince, field.TypeTime)
+	}
+	if value, ok := _u.mutation.Handlers(); ok {
+		_spec.SetField(webhookevent.FieldHandlers, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedHandlers(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, webhookevent.FieldHandlers, value)
+		})
+	}
+	if _u.mutation.HandlersCleared() {
+		_spec.ClearField(webhookevent.FieldHandlers, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.FailureLog(); ok {
+		_spec.SetField(webhookevent.FieldFailureLog, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedFailureLog(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, webhookevent.FieldFailureLog, value)
+		})
+	}
+	if _u.mutation.FailureLogCleared() {
+		_spec.ClearField(webhookevent.FieldFailureLog, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.DiscardReason(); ok {
+		_spec.SetField(webhookevent.FieldDiscardReason, field.TypeString, value)
+	}
+	if _u.mutation.DiscardReasonCleared() {
+		_spec.ClearField(webhookevent.FieldDiscardReason, field.TypeString)
 	}
 	if _u.mutation.BodyDigestCleared() {
 		_spec.ClearField(webhookevent.FieldBodyDigest, field.TypeString)

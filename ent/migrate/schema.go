@@ -183,7 +183,7 @@ var (
 		{Name: "source", Type: field.TypeString},
 		{Name: "event_type", Type: field.TypeString},
 		{Name: "payload", Type: field.TypeString, Size: 2147483647, SchemaType: map[string]string{"postgres": "text"}},
-		{Name: "status", Type: field.TypeEnum, Enums: []string{"claimed", "processing", "settled", "failed"}, Default: "claimed"},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"claimed", "processing", "settled", "failed", "discarded"}, Default: "claimed"},
 		{Name: "attempts", Type: field.TypeInt, Default: 0},
 		{Name: "last_error", Type: field.TypeString, Nullable: true},
 		{Name: "received_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
@@ -195,6 +195,9 @@ var (
 		{Name: "replayed", Type: field.TypeBool, Default: false},
 		{Name: "failures", Type: field.TypeInt, Default: 0},
 		{Name: "failing_since", Type: field.TypeTime, Nullable: true},
+		{Name: "handlers", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "jsonb"}},
+		{Name: "failure_log", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "jsonb"}},
+		{Name: "discard_reason", Type: field.TypeString, Nullable: true},
 		{Name: "body_digest", Type: field.TypeString, Nullable: true},
 	}
 	// WebhookEventTable holds the schema information for the "webhook_event" table.
@@ -217,6 +220,14 @@ var (
 				},
 			},
 			{
+				Name:    "webhookevent_discarded",
+				Unique:  false,
+				Columns: []*schema.Column{WebhookEventColumns[10]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "((status)::text = 'discarded'::text)",
+				},
+			},
+			{
 				Name:    "webhookevent_received_at",
 				Unique:  false,
 				Columns: []*schema.Column{WebhookEventColumns[10]},
@@ -224,7 +235,7 @@ var (
 			{
 				Name:    "webhookevent_body_digest",
 				Unique:  true,
-				Columns: []*schema.Column{WebhookEventColumns[1], WebhookEventColumns[19]},
+				Columns: []*schema.Column{WebhookEventColumns[1], WebhookEventColumns[22]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "(body_digest IS NOT NULL)",
 				},

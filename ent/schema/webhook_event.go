@@ -45,7 +45,7 @@ func (WebhookEvent) Fields() []ent.Field {
 		// would send bytes as bytea, and the column would store their hex.
 		field.Text("payload").Immutable().
 			SchemaType(map[string]string{dialect.Postgres: "text"}),
-		field.Enum("status").Values("claimed", "processing", "settled", "failed").Default("claimed"),
+		field.Enum("status").Values("claimed", "processing", "settled", "failed", "discarded").Default("claimed"),
 		field.Int("attempts").Default(0).
 			Comment("Apply attempts, successful or not."),
 		field.String("last_error").Optional().Nillable(),
@@ -66,9 +66,29 @@ func (WebhookEvent) Fields() []ent.Field {
 			Comment("Handler failures since the last settle: the retry backoff. Outages and crashes are not counted."),
 		field.Time("failing_since").Optional().Nillable().
 			Comment("First handler failure since the last settle: retries stop a retry horizon after it."),
+		field.Strings("handlers").Optional().
+			SchemaType(map[string]string{dialect.Postgres: "jsonb"}).
+			Comment("Modules whose handlers applied the event at its last apply; empty when none matched its type, null before its first apply."),
+		field.JSON("failure_log", []Failure{}).Optional().
+			SchemaType(map[string]string{dialect.Postgres: "jsonb"}).
+			Comment("The last handler failures, oldest first, kept after the event settles."),
+		field.String("discard_reason").Optional().Nillable().
+			Comment("Why an operator discarded the event; null unless discarded."),
 		field.String("body_digest").Optional().Nillable().Immutable().
 			Comment("SHA-256 of what the signature covers, for providers that sign only the body (GitHub, Shopify: with the topic); null elsewhere."),
 	}
+}
+
+// Failure is one entry of a ledger row's failure_log.
+type Failure struct {
+	// Attempt is the row's apply attempt that failed (attempts after it).
+	Attempt int `json:"attempt"`
+	// JobID is the River job whose run failed.
+	JobID int64     `json:"job_id,omitempty"`
+	At    time.Time `json:"at"`
+	// Handler names the module and handler that failed ("payment.stripeChargeRefunded").
+	Handler string `json:"handler,omitempty"`
+	Error   string `json:"error"`
 }
 
 // Indexes of the ledger.
@@ -79,6 +99,10 @@ func (WebhookEvent) Indexes() []ent.Index {
 		index.Fields("status", "received_at").
 			StorageKey("webhookevent_pending").
 			Annotations(entsql.IndexWhere(`((status)::text = 'claimed'::text) OR ((status)::text = 'failed'::text)`)),
+		// Discarded rows, counted apart from the backlog.
+		index.Fields("received_at").
+			StorageKey("webhookevent_discarded").
+			Annotations(entsql.IndexWhere(`((status)::text = 'discarded'::text)`)),
 		index.Fields("received_at"),
 		// A second claim key for providers that sign only the body: the
 		// same signed body under another, unsigned, id is a replay.

@@ -50,6 +50,12 @@ const (
 	FieldFailures = "failures"
 	// FieldFailingSince holds the string denoting the failing_since field in the database.
 	FieldFailingSince = "failing_since"
+	// FieldHandlers holds the string denoting the handlers field in the database.
+	FieldHandlers = "handlers"
+	// FieldFailureLog holds the string denoting the failure_log field in the database.
+	FieldFailureLog = "failure_log"
+	// FieldDiscardReason holds the string denoting the discard_reason field in the database.
+	FieldDiscardReason = "discard_reason"
 	// FieldBodyDigest holds the string denoting the body_digest field in the database.
 	FieldBodyDigest = "body_digest"
 	// Table holds the table name of the webhookevent in the database.
@@ -77,6 +83,9 @@ var Columns = []string{
 	FieldReplayed,
 	FieldFailures,
 	FieldFailingSince,
+	FieldHandlers,
+	FieldFailureLog,
+	FieldDiscardReason,
 	FieldBodyDigest,
 }
 
@@ -121,6 +130,7 @@ const (
 	StatusProcessing Status = "processing"
 	StatusSettled    Status = "settled"
 	StatusFailed     Status = "failed"
+	StatusDiscarded  Status = "discarded"
 )
 
 func (s Status) String() string {
@@ -130,7 +140,7 @@ func (s Status) String() string {
 // StatusValidator is a validator for the "status" field enum values. It is called by the builders before save.
 func StatusValidator(s Status) error {
 	switch s {
-	case StatusClaimed, StatusProcessing, StatusSettled, StatusFailed:
+	case StatusClaimed, StatusProcessing, StatusSettled, StatusFailed, StatusDiscarded:
 		return nil
 	default:
 		return fmt.Errorf("webhookevent: invalid enum value for status field: %q", s)
@@ -228,6 +238,11 @@ func ByFailures(opts ...sql.OrderTermOption) OrderOption {
 // ByFailingSince orders the results by the failing_since field.
 func ByFailingSince(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldFailingSince, opts...).ToFunc()
+}
+
+// ByDiscardReason orders the results by the discard_reason field.
+func ByDiscardReason(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldDiscardReason, opts...).ToFunc()
 }
 
 // ByBodyDigest orders the results by the body_digest field.

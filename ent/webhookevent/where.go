@@ -134,6 +134,11 @@ func FailingSince(v time.Time) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldEQ(FieldFailingSince, v))
 }
 
+// DiscardReason applies equality check predicate on the "discard_reason" field. It's identical to DiscardReasonEQ.
+func DiscardReason(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldDiscardReason, v))
+}
+
 // BodyDigest applies equality check predicate on the "body_digest" field. It's identical to BodyDigestEQ.
 func BodyDigest(v string) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldEQ(FieldBodyDigest, v))
@@ -1012,6 +1017,101 @@ func FailingSinceIsNil() predicate.WebhookEvent {
 // FailingSinceNotNil applies the NotNil predicate on the "failing_since" field.
 func FailingSinceNotNil() predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldNotNull(FieldFailingSince))
+}
+
+// HandlersIsNil applies the IsNil predicate on the "handlers" field.
+func HandlersIsNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIsNull(FieldHandlers))
+}
+
+// HandlersNotNil applies the NotNil predicate on the "handlers" field.
+func HandlersNotNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotNull(FieldHandlers))
+}
+
+// FailureLogIsNil applies the IsNil predicate on the "failure_log" field.
+func FailureLogIsNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIsNull(FieldFailureLog))
+}
+
+// FailureLogNotNil applies the NotNil predicate on the "failure_log" field.
+func FailureLogNotNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotNull(FieldFailureLog))
+}
+
+// DiscardReasonEQ applies the EQ predicate on the "discard_reason" field.
+func DiscardReasonEQ(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldDiscardReason, v))
+}
+
+// DiscardReasonNEQ applies the NEQ predicate on the "discard_reason" field.
+func DiscardReasonNEQ(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNEQ(FieldDiscardReason, v))
+}
+
+// DiscardReasonIn applies the In predicate on the "discard_reason" field.
+func DiscardReasonIn(vs ...string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIn(FieldDiscardReason, vs...))
+}
+
+// DiscardReasonNotIn applies the NotIn predicate on the "discard_reason" field.
+func DiscardReasonNotIn(vs ...string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotIn(FieldDiscardReason, vs...))
+}
+
+// DiscardReasonGT applies the GT predicate on the "discard_reason" field.
+func DiscardReasonGT(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGT(FieldDiscardReason, v))
+}
+
+// DiscardReasonGTE applies the GTE predicate on the "discard_reason" field.
+func DiscardReasonGTE(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGTE(FieldDiscardReason, v))
+}
+
+// DiscardReasonLT applies the LT predicate on the "discard_reason" field.
+func DiscardReasonLT(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLT(FieldDiscardReason, v))
+}
+
+// DiscardReasonLTE applies the LTE predicate on the "discard_reason" field.
+func DiscardReasonLTE(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLTE(FieldDiscardReason, v))
+}
+
+// DiscardReasonContains applies the Contains predicate on the "discard_reason" field.
+func DiscardReasonContains(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldContains(FieldDiscardReason, v))
+}
+
+// DiscardReasonHasPrefix applies the HasPrefix predicate on the "discard_reason" field.
+func DiscardReasonHasPrefix(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldHasPrefix(FieldDiscardReason, v))
+}
+
+// DiscardReasonHasSuffix applies the HasSuffix predicate on the "discard_reason" field.
+func DiscardReasonHasSuffix(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldHasSuffix(FieldDiscardReason, v))
+}
+
+// DiscardReasonIsNil applies the IsNil predicate on the "discard_reason" field.
+func DiscardReasonIsNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIsNull(FieldDiscardReason))
+}
+
+// DiscardReasonNotNil applies the NotNil predicate on the "discard_reason" field.
+func DiscardReasonNotNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotNull(FieldDiscardReason))
+}
+
+// DiscardReasonEqualFold applies the EqualFold predicate on the "discard_reason" field.
+func DiscardReasonEqualFold(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEqualFold(FieldDiscardReason, v))
+}
+
+// DiscardReasonContainsFold applies the ContainsFold predicate on the "discard_reason" field.
+func DiscardReasonContainsFold(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldContainsFold(FieldDiscardReason, v))
 }
 
 // BodyDigestEQ applies the EQ predicate on the "body_digest" field.

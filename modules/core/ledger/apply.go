@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/riverqueue/river"
 
+	"github.com/hookledger/hookledger/ent/schema"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 )
 
@@ -42,20 +44,21 @@ func (a ApplyArgs) key() EventKey { return EventKey{Namespace: a.Namespace, Even
 // RescueStuckJobsAfter (River checks every 30 s), so every claimed event
 // settles within two minutes of a restart.
 const (
-	// ApplyMaxAttempts is River's attempt budget for an apply job. Only runs
-	// lost to a crash spend it (River's rescuer counts those): a handler's
-	// failure, an outage of the database and a shutdown snooze the job
-	// instead. It is a backstop against a crash loop of more than ten days,
-	// never the way handler failures end: RetryHorizon is.
-	ApplyMaxAttempts     = 32000
+	// ApplyMaxAttempts is River's attempt budget for an apply job: the
+	// attempts whose backoff (RetryDelay) first spans RetryHorizon. A
+	// handler's failure spends one, as does a run lost to a crash (River's
+	// rescuer counts those); an outage of the database and a shutdown
+	// snooze the job and spend none. When the last fails, River discards
+	// the job and the row stays failed with the reason.
+	ApplyMaxAttempts     = 84
 	ApplyTimeout         = 20 * time.Second
 	RescueStuckJobsAfter = 30 * time.Second
 	// RetryHorizon is how long an event whose handler keeps failing is
-	// retried, counted from its first failure: longer than Stripe's three
-	// days of delivery retries, so a handler fixed while the provider still
-	// retries is in time for every event that failed.
+	// retried: longer than Stripe's three days of delivery retries, so a
+	// handler fixed while the provider still retries is in time for every
+	// event that failed.
 	RetryHorizon  = 72 * time.Hour
-	maxRetryDelay = 10 * time.Minute
+	maxRetryDelay = time.Hour
 	// outageDelay is the wait before an apply that could not reach the
 	// database runs again: not an attempt, and not backed off, so events
 	// settle within seconds of the database coming back.
@@ -98,7 +101,7 @@ func apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, 
 	if err := planApply(ctx, tx); err != nil {
 		return nil, OutcomeFailed, -1, err
 	}
-	rows, err := lockForApply(ctx, tx, []EventKey{k}, args.Force, nil)
+	rows, err := lockForApply(ctx, tx, reg, []EventKey{k}, args.Force, nil)
 	if err != nil {
 		return nil, OutcomeFailed, -1, err
 	}
@@ -117,11 +120,7 @@ func flushStaged(ctx context.Context, tx *Tx) error {
 	if len(tx.staged) == 0 {
 		return nil
 	}
-	err := runHandler(ctx, tx, func(ctx context.Context, tx *Tx, _ *Event) error { return tx.Flush(ctx) }, nil)
-	if err != nil {
-		return fmt.Errorf("apply the staged writes: %w", err)
-	}
-	return nil
+	return runHandler(ctx, tx, func(ctx context.Context, tx *Tx, _ *Event) error { return tx.Flush(ctx) }, nil)
 }
 
 // applyPlanSQL opens every apply transaction (planApply).
@@ -164,7 +163,7 @@ type lockedRow struct {
 // makes the settle invisible until the handlers succeed, and a failure
 // rolls it back with them. A row already settled is left alone unless
 // force, and is missing from the answer, as is a row that does not exist.
-func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool, payloads *Payloads) (map[EventKey]*lockedRow, error) {
+func lockForApply(ctx context.Context, tx *Tx, reg *Registry, keys []EventKey, force bool, payloads *Payloads) (map[EventKey]*lockedRow, error) {
 	namespaces, ids := make([]string, len(keys)), make([]string, len(keys))
 	for i, k := range keys {
 		namespaces[i], ids[i] = k.Namespace, k.EventID
@@ -200,24 +199,28 @@ func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool, payl
 	query := `
 		UPDATE webhook_event e
 		SET status = ` + settledSQL + `, settled_at = now(), attempts = e.attempts + 1, last_error = NULL,
-			failures = 0, failing_since = NULL
+			failures = 0, failing_since = NULL, handlers = ` + handlersSQL(4) + `
 		FROM unnest($1::text[], $2::text[], $3::boolean[]) AS k(namespace, event_id, kept)
-		WHERE e.namespace = k.namespace AND e.event_id = k.event_id AND e.status <> ` + settledSQL + `
+		WHERE e.namespace = k.namespace AND e.event_id = k.event_id AND e.status NOT IN (` + settledSQL + `, ` + discardedSQL + `)
 		RETURNING e.namespace, e.event_id, e.provider, e.source, e.event_type, CASE WHEN k.kept THEN NULL ELSE e.payload END,
 			e.occurred_at, e.replayed, '' AS old_status, e.attempts`
-	args := []any{namespaces, ids, cached}
+	providers, patterns, family, modules, ranks := reg.patterns()
+	args := []any{namespaces, ids, cached, providers, patterns, family, modules, ranks}
 	if force {
 		// Forced: the rows' status before, for Event.Forced.
 		query = `
 		UPDATE webhook_event e
-		SET status = ` + settledSQL + `, settled_at = now(), attempts = e.attempts + 1, last_error = NULL,
-			failures = 0, failing_since = NULL
+		SET status = ` + settledSQL + `, attempts = e.attempts + 1, last_error = NULL,
+			failures = 0, failing_since = NULL, handlers = ` + handlersSQL(3) + `,
+			-- A re-apply keeps the time the event first settled: apply
+			-- latency is the first settle's.
+			settled_at = CASE WHEN old.status = ` + settledSQL + ` THEN e.settled_at ELSE now() END
 		FROM (SELECT id, status FROM webhook_event
 			WHERE (namespace, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 			ORDER BY namespace COLLATE "C", event_id COLLATE "C" FOR UPDATE) old
 		WHERE e.id = old.id
 		RETURNING e.namespace, e.event_id, e.provider, e.source, e.event_type, e.payload, e.occurred_at, e.replayed, old.status, e.attempts`
-		args = []any{namespaces, ids}
+		args = []any{namespaces, ids, providers, patterns, family, modules, ranks}
 	}
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -250,6 +253,21 @@ func lockForApply(ctx context.Context, tx *Tx, keys []EventKey, force bool, payl
 	return out, nil
 }
 
+// handlersSQL is the modules whose handlers apply row e, as a jsonb array
+// in the order they run, from the registry's registrations
+// (Registry.patterns) bound as the five parameters from $n of the settle
+// statement: the modules are recorded in the statement that settles the
+// row, and the transaction keeps them only when they all succeed.
+func handlersSQL(n int) string {
+	p := func(i int) string { return "$" + strconv.Itoa(n+i) }
+	return `(SELECT COALESCE(jsonb_agg(m.module ORDER BY m.rank), '[]'::jsonb)
+	FROM (SELECT r.module, min(r.rank) AS rank
+		FROM unnest(` + p(0) + `::text[], ` + p(1) + `::text[], ` + p(2) + `::boolean[], ` + p(3) + `::text[], ` + p(4) + `::int[])
+			AS r(provider, pattern, family, module, rank)
+		WHERE r.provider = e.provider AND CASE WHEN r.family THEN starts_with(e.event_type, r.pattern) ELSE e.event_type = r.pattern END
+		GROUP BY r.module) m)`
+}
+
 // applyLocked runs the handlers of a row lockForApply locked; a nil row was
 // already settled, or is gone.
 func applyLocked(ctx context.Context, tx *Tx, reg *Registry, k EventKey, row *lockedRow) (*Event, Outcome, int, error) {
@@ -258,13 +276,13 @@ func applyLocked(ctx context.Context, tx *Tx, reg *Registry, k EventKey, row *lo
 		return ev, outcome, -1, err
 	}
 	ev := row.ev
-	handlers := reg.Handlers(ev.Provider, ev.Type)
+	handlers := reg.handlers(ev.Provider, ev.Type)
 	if len(handlers) == 0 {
 		return ev, OutcomeUnhandled, row.seen, nil
 	}
 	for _, h := range handlers {
-		if err := runHandler(ctx, tx, h, ev); err != nil {
-			return ev, OutcomeFailed, row.seen, fmt.Errorf("apply %s %s/%s: %w", ev.Type, ev.Namespace, ev.EventID, err)
+		if err := runHandler(ctx, tx, h.fn, ev); err != nil {
+			return ev, OutcomeFailed, row.seen, &HandlerError{Handler: h.name, Err: err}
 		}
 	}
 	return ev, OutcomeSettled, row.seen, nil
@@ -352,63 +370,68 @@ type Attempt struct {
 	Seen int
 }
 
-// failureRecord is what recording a failure left on the row.
-type failureRecord struct {
-	// Failures counts handler failures since the last settle, this one
-	// included.
-	Failures int
-	// GaveUp is set when the first of them is older than the retry horizon.
-	GaveUp bool
-}
+// Failure is one entry of a ledger row's failure log.
+type Failure = schema.Failure
+
+// maxFailureLog bounds the failures a row keeps, the newest.
+const maxFailureLog = 10
 
 // execQuerier is a *sql.DB or a *sql.Tx.
 type execQuerier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// RecordFailure marks the attempt's ledger row failed with the reason, in a
-// statement of its own after the apply transaction rolled back. It never
-// overwrites an apply that committed: the row must still have the attempts
-// the attempt saw (or, when it saw none, must not be settled).
-func RecordFailure(ctx context.Context, db *sql.DB, a Attempt, reason string) error {
-	_, _, err := recordFailure(ctx, db, a, reason, RetryHorizon)
+// RecordFailure marks the attempt's ledger row failed with f's error, in a
+// statement of its own after the apply transaction rolled back, and adds
+// f to the row's failure log. It never overwrites an apply that committed:
+// the row must still have the attempts the attempt saw (or, when it saw
+// none, must not be settled), and it leaves a discarded row alone.
+func RecordFailure(ctx context.Context, db *sql.DB, a Attempt, f Failure) error {
+	_, err := recordFailure(ctx, db, a, f)
 	return err
 }
 
 // recordFailure is RecordFailure on a database or inside a transaction; ok
 // is false when the row was left alone.
-func recordFailure(ctx context.Context, q execQuerier, a Attempt, reason string, horizon time.Duration) (failureRecord, bool, error) {
+func recordFailure(ctx context.Context, q execQuerier, a Attempt, f Failure) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	var r failureRecord
+	var failures int
 	err := q.QueryRowContext(ctx, `
 		UPDATE webhook_event
 		SET status = `+failedSQL+`, attempts = attempts + 1, failures = failures + 1,
-			failing_since = COALESCE(failing_since, now()),
-			last_error = CASE WHEN now() - COALESCE(failing_since, now()) >= $5::float8 * interval '1 second'
-				THEN 'gave up after retrying since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ': ' || $3
-				ELSE $3 END
-		WHERE namespace = $1 AND event_id = $2 AND CASE WHEN $4 >= 0 THEN attempts = $4 ELSE status <> `+settledSQL+` END
-		RETURNING failures, now() - failing_since >= $5::float8 * interval '1 second'`,
-		a.Key.Namespace, a.Key.EventID, truncate(reason, 4000), a.Seen, horizon.Seconds(),
-	).Scan(&r.Failures, &r.GaveUp)
+			failing_since = COALESCE(failing_since, now()), last_error = $3::text,
+			failure_log = jsonb_path_query_array(COALESCE(failure_log, '[]'::jsonb) || jsonb_strip_nulls(jsonb_build_object(
+				'attempt', attempts + 1, 'job_id', NULLIF($5::bigint, 0), 'at', now(), 'handler', NULLIF($6::text, ''), 'error', $3::text)),
+				'$[last-`+strconv.Itoa(maxFailureLog-1)+` to last]')
+		WHERE namespace = $1 AND event_id = $2 AND status <> `+discardedSQL+`
+			AND CASE WHEN $4 >= 0 THEN attempts = $4 ELSE status <> `+settledSQL+` END
+		RETURNING failures`,
+		a.Key.Namespace, a.Key.EventID, truncate(f.Error, 4000), a.Seen, f.JobID, f.Handler,
+	).Scan(&failures)
 	if errors.Is(err, sql.ErrNoRows) {
-		return r, false, nil
+		return false, nil
 	}
 	if err != nil {
-		return r, false, fmt.Errorf("record failure of %s/%s: %w", a.Key.Namespace, a.Key.EventID, err)
+		return false, fmt.Errorf("record failure of %s/%s: %w", a.Key.Namespace, a.Key.EventID, err)
 	}
-	return r, true, nil
+	return true, nil
 }
 
-// RetryDelay is the wait after handler failure number n (1-based): one
-// second, doubling, capped at ten minutes, with jitter.
+// RetryDelay is the wait after a job's attempt n failed (1-based): one
+// second, doubling, capped at maxRetryDelay, with up to a quarter more as
+// jitter. ApplyMaxAttempts of them span RetryHorizon.
 func RetryDelay(n int) time.Duration {
-	d := maxRetryDelay
-	if n < 20 {
-		d = min(time.Second<<max(n-1, 0), maxRetryDelay)
-	}
+	d := retryBase(n)
 	return d + rand.N(d/4+1)
+}
+
+// retryBase is RetryDelay without its jitter.
+func retryBase(n int) time.Duration {
+	if n >= 20 {
+		return maxRetryDelay
+	}
+	return min(time.Second<<max(n-1, 0), maxRetryDelay)
 }
 
 // truncate makes s storable as text (valid UTF-8, no NUL) and cuts it to at

@@ -100,18 +100,18 @@ func TestCountByStatusMatchesTheTable(t *testing.T) {
 	_, err := db.SQL.Exec(`
 		INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, status, received_at)
 		SELECT 'stripe', 'evt_' || g, 'stripe', 'stripe', 'x', '{}',
-			(ARRAY['claimed', 'settled', 'settled', 'failed'])[g % 4 + 1], now() - g * interval '1 second'
-		FROM generate_series(1, 400) g`)
+			(ARRAY['claimed', 'settled', 'settled', 'failed', 'discarded'])[g % 5 + 1], now() - g * interval '1 second'
+		FROM generate_series(1, 500) g`)
 	require.NoError(t, err)
 	s := ledger.NewStore(db.SQL, nil, ledger.StoreOptions{})
 	counts, estimated, err := s.CountByStatus(context.Background())
 	require.NoError(t, err)
 	require.False(t, estimated)
-	require.Equal(t, map[string]int64{"claimed": 100, "processing": 0, "settled": 200, "failed": 100}, counts)
+	require.Equal(t, map[string]int64{"claimed": 100, "processing": 0, "settled": 200, "failed": 100, "discarded": 100}, counts)
 	b, err := s.Backlog(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, ledger.Backlog{Claimed: 100, Failed: 100, Oldest: b.Oldest}, b)
-	// evt_400, claimed 400 s before the insert, plus the time since.
-	require.GreaterOrEqual(t, b.Oldest, 400*time.Second)
-	require.LessOrEqual(t, b.Oldest, 400*time.Second+time.Since(inserted))
+	// evt_500, claimed 500 s before the insert, plus the time since.
+	require.GreaterOrEqual(t, b.Oldest, 500*time.Second)
+	require.LessOrEqual(t, b.Oldest, 500*time.Second+time.Since(inserted))
 }

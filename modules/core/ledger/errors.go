@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -45,6 +46,70 @@ type PanicError struct {
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
 func stack() string { return string(debug.Stack()) }
+
+// HandlerError is a handler's failure, named after the module and the
+// handler that failed: what the ledger row's last_error, its failure log
+// and River's job errors say.
+type HandlerError struct {
+	// Handler is "module.function", e.g. "payment.stripeChargeRefunded";
+	// "module.Flush" for a module's staged writes.
+	Handler string
+	Err     error
+}
+
+// Error is the handler's name and its error; a panic's adds the frames of
+// the stack from the panic to the handler.
+func (e *HandlerError) Error() string {
+	msg := e.Handler + ": " + e.Err.Error()
+	var p *PanicError
+	if errors.As(e.Err, &p) {
+		if frames := trimStack(p.Stack); frames != "" {
+			msg += "\n" + frames
+		}
+	}
+	return msg
+}
+
+func (e *HandlerError) Unwrap() error { return e.Err }
+
+// handlerOf names the handler a failure came from; "" when none did.
+func handlerOf(err error) string {
+	var h *HandlerError
+	if errors.As(err, &h) {
+		return h.Handler
+	}
+	return ""
+}
+
+// maxPanicFrames bounds the frames a panic's error text keeps.
+const maxPanicFrames = 8
+
+// trimStack keeps the frames of a debug.Stack text between the panic and
+// the apply loop that ran the handler: the handler's own, at most
+// maxPanicFrames of them, each as "function\n\tfile:line".
+func trimStack(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	// Frames are pairs of lines after the goroutine header; the panic's
+	// frame is the pair that starts with "panic(".
+	start := -1
+	for i := 1; i+1 < len(lines); i += 2 {
+		if strings.HasPrefix(lines[i], "panic(") {
+			start = i + 2
+			break
+		}
+	}
+	if start < 0 {
+		return ""
+	}
+	var kept []string
+	for i := start; i+1 < len(lines) && len(kept) < 2*maxPanicFrames; i += 2 {
+		if strings.Contains(lines[i], "/modules/core/ledger.") {
+			break
+		}
+		kept = append(kept, lines[i], lines[i+1])
+	}
+	return strings.Join(kept, "\n")
+}
 
 // dbError marks a failure of one of the ledger's own statements (lock,
 // settle, job completion, commit), as opposed to a handler's.
@@ -115,16 +180,22 @@ func classify(ctx context.Context, db *sql.DB, tx *Tx, err error) failureKind {
 	switch {
 	case perr == nil:
 		return failedHandler
-	case errors.As(perr, &pgErr) && pgErr.Code == "25P02":
-		// A statement of the handler failed inside our transaction: its
-		// own error says whether the database was at fault.
-		if IsUnavailable(err) || isContention(err) {
-			return failedOutage
-		}
-		return failedHandler
-	default:
-		// The connection broke under the handler.
+	case isContention(err):
+		// PostgreSQL refused a statement of the handler for another
+		// transaction's sake: the same apply succeeds when tried again.
 		return failedOutage
+	case errors.As(perr, &pgErr) && pgErr.Code == "25P02" && !IsUnavailable(err):
+		// A statement of the handler failed inside our transaction for a
+		// reason of its own (a constraint, a cast).
+		return failedHandler
+	case !databaseAnswers(db):
+		return failedOutage
+	default:
+		// The handler's statement was cut off (statement_timeout), or its
+		// connection died, while the database answers: the handler's
+		// failure, an attempt like any other, or it would be retried every
+		// few seconds for ever, never recorded.
+		return failedHandler
 	}
 }
 

@@ -42,3 +42,6 @@ func ClaimBatch(ctx context.Context, s *Store, rows []Claim) ([]ClaimResult, err
 // JobsThroughRiver makes s insert its claims' jobs with River's
 // InsertManyTx, as under log-only or with insert middleware.
 func JobsThroughRiver(s *Store) { s.jobsInStatement = false }
+
+// RetryBase is retryBase, RetryDelay without jitter.
+var RetryBase = retryBase

@@ -63,12 +63,14 @@ func TestPanicInBatchSplitsIt(t *testing.T) {
 	insertBatch(t, h, "invoice.paid", "evt_sib_a", "evt_panic", "evt_sib_b")
 	h.WaitSettled(t, "stripe", "evt_sib_a")
 	h.WaitSettled(t, "stripe", "evt_sib_b")
-	// Its retries go on (the handler always panics): between two of them
-	// the row holds one failure per panic, the batch's included.
-	row := waitRow(t, h, "evt_panic", "failed once per panic", func(r ledgertest.Row) bool {
-		return r.Status == "failed" && r.Attempts == int(panics.Load())
+	// Its retries go on (the handler always panics) in a job of its own:
+	// the batch's panic split the batch and recorded nothing.
+	row := waitRow(t, h, "evt_panic", "failed in its own job", func(r ledgertest.Row) bool {
+		return r.Status == "failed" && r.Attempts >= 1
 	})
-	require.Contains(t, row.LastError.String, "nil map in handler")
+	require.Contains(t, row.LastError.String, "ledger_test.TestPanicInBatchSplitsIt.func1.1: panic: nil map in handler")
+	require.Contains(t, row.LastError.String, "failure_test.go:", "with the handler's frames")
+	require.NotContains(t, row.LastError.String, "runHandler", "and none of the apply loop's")
 
 	requireOwnRetry(t, h, "evt_panic")
 }
@@ -148,16 +150,21 @@ func TestOutageIsNotAnAttempt(t *testing.T) {
 	require.ErrorAs(t, err, &snooze, "an outage snoozes the job: %v", err)
 }
 
-// TestApplyJobsOutliveCrashLoops: attempts lost to crashes (River's rescuer)
-// count toward MaxAttempts, so an apply job's budget must outlast any crash
-// loop (30,000 rescues at one per 30 s is ten days); giving up on handler
-// failures is the worker's decision, by time.
-func TestApplyJobsOutliveCrashLoops(t *testing.T) {
+// TestApplyAttemptsSpanTheHorizon: the apply job's attempt budget is
+// River's whole retry policy: its backoff first spans RetryHorizon on
+// the last attempt, and the claim's job carries it.
+func TestApplyAttemptsSpanTheHorizon(t *testing.T) {
 	t.Parallel()
 	h := ledgertest.New(t, 0, nil)
 	h.Claim(t, "stripe", "evt_budget", "invoice.paid", []byte(`{}`))
 	require.Equal(t, ledger.ApplyMaxAttempts, h.DB.Count(t, `SELECT max_attempts FROM river_job`), "the claim's job carries the apply budget")
-	require.GreaterOrEqual(t, ledger.ApplyMaxAttempts, 30_000, "and River keeps attempts in a smallint")
+	var waits time.Duration
+	for n := 1; n < ledger.ApplyMaxAttempts; n++ {
+		require.LessOrEqual(t, waits, ledger.RetryHorizon, "attempt %d comes before the horizon", n)
+		waits += ledger.RetryBase(n)
+	}
+	require.GreaterOrEqual(t, waits, ledger.RetryHorizon, "the last attempt comes after the horizon")
+	require.Less(t, ledger.ApplyMaxAttempts, 100, "a budget a person reads")
 }
 
 // TestForceRequeueReachesEveryBatchSibling: a forced requeue of events that
@@ -235,7 +242,7 @@ func TestFailureNeverOverwritesACommit(t *testing.T) {
 	// then its client was told the commit failed.
 	require.NoError(t, h.Apply(t, "stripe", "evt_commit", true))
 	require.NoError(t, ledger.RecordFailure(context.Background(), h.DB.SQL,
-		ledger.Attempt{Key: ledger.EventKey{Namespace: "stripe", EventID: "evt_commit"}, Seen: before.Attempts}, "commit: connection reset"))
+		ledger.Attempt{Key: ledger.EventKey{Namespace: "stripe", EventID: "evt_commit"}, Seen: before.Attempts}, ledger.Failure{Error: "commit: connection reset"}))
 	row := h.Row(t, "stripe", "evt_commit")
 	require.Equal(t, "settled", row.Status)
 	require.Equal(t, 2, row.Attempts)
@@ -277,7 +284,7 @@ func TestFailureReasonCutOnARune(t *testing.T) {
 	h.Claim(t, "stripe", "evt_rune", "invoice.paid", []byte(`{}`))
 	reason := strings.Repeat("€", 3000)
 	require.NoError(t, ledger.RecordFailure(context.Background(), h.DB.SQL,
-		ledger.Attempt{Key: ledger.EventKey{Namespace: "stripe", EventID: "evt_rune"}, Seen: -1}, reason))
+		ledger.Attempt{Key: ledger.EventKey{Namespace: "stripe", EventID: "evt_rune"}, Seen: -1}, ledger.Failure{Error: reason}))
 	row := h.Row(t, "stripe", "evt_rune")
 	require.Equal(t, "failed", row.Status)
 	require.True(t, utf8.ValidString(row.LastError.String))

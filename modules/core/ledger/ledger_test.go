@@ -246,11 +246,11 @@ func TestRegistryFamilies(t *testing.T) {
 
 func TestRetryDelayIsCapped(t *testing.T) {
 	t.Parallel()
-	// Doubling from a second, capped at ten minutes, plus up to a quarter
-	// of jitter.
+	// Doubling from a second, capped at an hour, plus up to a quarter of
+	// jitter.
 	for a, base := range map[int]time.Duration{
-		1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 10: 512 * time.Second,
-		11: 10 * time.Minute, 12: 10 * time.Minute, 19: 10 * time.Minute, 20: 10 * time.Minute, 25: 10 * time.Minute, 100: 10 * time.Minute,
+		1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 10: 512 * time.Second, 12: 2048 * time.Second,
+		13: time.Hour, 19: time.Hour, 20: time.Hour, 25: time.Hour, 100: time.Hour,
 	} {
 		for range 20 {
 			d := ledger.RetryDelay(a)

@@ -64,11 +64,11 @@ func eventIDs(t *testing.T, h *ledgertest.Harness) []string {
 	return dbtest.Strings(t, h.DB.SQL, `SELECT event_id FROM webhook_event`)
 }
 
-// TestGivesUpAfterTheHorizonAndRequeues: a handler that keeps failing is
-// retried until the retry horizon has passed since its first failure; the
-// row then stays failed with the reason and no pending job, and requeue
-// brings River's job back.
-func TestGivesUpAfterTheHorizonAndRequeues(t *testing.T) {
+// TestGivesUpWhenRiverDoesAndRequeues: a handler that keeps failing is
+// retried by River until the job's attempts are spent; River then discards
+// the job, the row stays failed with the reason, and a requeue brings
+// River's job back with a whole budget of its own.
+func TestGivesUpWhenRiverDoesAndRequeues(t *testing.T) {
 	t.Parallel()
 	var fail atomic.Bool
 	fail.Store(true)
@@ -80,25 +80,27 @@ func TestGivesUpAfterTheHorizonAndRequeues(t *testing.T) {
 			return nil
 		})
 	})
+	h.Claim(t, "stripe", "evt_d", "invoice.paid", []byte(`{}`))
+	// A budget of two attempts, the second due at once.
+	_, err := h.DB.SQL.Exec(`UPDATE river_job SET max_attempts = 2`)
+	require.NoError(t, err)
 	client, err := ledger.NewRiver(h.DB.SQL, h.DB.Listener(t), ledger.RiverOptions{
 		Workers: 2, Registry: h.Registry, Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Metrics: h.Metrics,
-		RetryHorizon: time.Millisecond,
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, client.Start(ctx))
 	t.Cleanup(func() { cancel(); <-client.Stopped() })
 
-	h.Claim(t, "stripe", "evt_d", "invoice.paid", []byte(`{}`))
-	// The first failure starts the horizon; the second is past it.
 	dbtest.Eventually(t, func() bool {
-		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
+		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'discarded'`) == 1
 	})
 	row := h.Row(t, "stripe", "evt_d")
 	require.Equal(t, "failed", row.Status)
 	require.Equal(t, 2, row.Attempts)
-	require.Contains(t, row.LastError.String, "gave up after retrying since")
+	require.Contains(t, row.LastError.String, "gave up after 2 attempts")
 	require.Contains(t, row.LastError.String, "card network down")
+	require.Equal(t, 2, h.DB.Count(t, `SELECT cardinality(errors) FROM river_job`), "River keeps both errors")
 
 	fail.Store(false)
 	res, err := ledger.NewStore(h.DB.SQL, client, ledger.StoreOptions{}).Requeue(ctx, "stripe", "evt_d", false)
@@ -107,6 +109,7 @@ func TestGivesUpAfterTheHorizonAndRequeues(t *testing.T) {
 	h.WaitSettled(t, "stripe", "evt_d")
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job`), "River's own job ran again: never a second one")
 	require.Equal(t, 3, h.Row(t, "stripe", "evt_d").Attempts)
+	require.Equal(t, 2+ledger.ApplyMaxAttempts, h.DB.Count(t, `SELECT max_attempts FROM river_job`), "a requeue gives the job a whole budget again")
 }
 
 func TestRequeueInsertsWhenRiverPrunedTheJob(t *testing.T) {

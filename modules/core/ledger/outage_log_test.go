@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -29,7 +30,7 @@ func TestContentionIsNotAnOutage(t *testing.T) {
 	} {
 		core, logs := observer.New(zapcore.DebugLevel)
 		a := &Applier{Logger: zap.New(core)}
-		err := a.failed(context.Background(), 1, nil, []EventKey{{Namespace: "stripe", EventID: "evt_1"}}, false, false,
+		err := a.failed(context.Background(), &rivertype.JobRow{ID: 1, Attempt: 1, MaxAttempts: ApplyMaxAttempts}, nil, []EventKey{{Namespace: "stripe", EventID: "evt_1"}}, false, false,
 			&failure{attempt: Attempt{Seen: -1}, err: tc.err, kind: failedOutage})
 		var snooze *river.JobSnoozeError
 		require.ErrorAs(t, err, &snooze, "retried soon, not counted")

@@ -3,12 +3,14 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	entsql "entgo.io/ent/dialect/sql"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/hookledger/hookledger/ent"
 	"github.com/hookledger/hookledger/ent/predicate"
@@ -120,10 +122,15 @@ func namespaces(rows []*ent.WebhookEvent) string {
 
 // Job is the newest apply job of an event, as River keeps it.
 type Job struct {
-	ID      int64    `json:"id"`
-	State   string   `json:"state"`
-	Attempt int      `json:"attempt"`
-	Errors  []string `json:"errors"`
+	ID          int64  `json:"id"`
+	Kind        string `json:"kind"`
+	State       string `json:"state"`
+	Attempt     int    `json:"attempt"`
+	MaxAttempts int    `json:"max_attempts"`
+	// ScheduledAt is when River runs it next, for a job that waits
+	// (available, scheduled, retryable); nil otherwise.
+	ScheduledAt *time.Time `json:"scheduled_at"`
+	Errors      []string   `json:"errors"`
 }
 
 // The apply jobs that carry event ($1 namespace, $2 event id): its own,
@@ -136,26 +143,36 @@ const (
 
 // FindJob returns the newest apply job of an event, its own or the batch
 // it was claimed in, or nil when River no longer has one (it prunes
-// finished jobs).
+// finished jobs). Its errors are River's, each "attempt N at TIME: text".
 func (s *Store) FindJob(ctx context.Context, namespace, eventID string) (*Job, error) {
 	var (
-		j      Job
-		errMsg sql.NullString
+		j         Job
+		scheduled sql.NullTime
+		errs      []byte
 	)
 	err := s.db.QueryRowContext(ctx, `
-		SELECT id, state, attempt, (SELECT string_agg(e->>'error', E'\n') FROM unnest(errors) AS e)
+		SELECT id, kind, state, attempt, max_attempts,
+			CASE WHEN state IN ('available', 'scheduled', 'retryable') THEN scheduled_at END,
+			COALESCE(to_jsonb(errors), '[]'::jsonb)
 		FROM river_job
 		WHERE (`+ownApplyJob+`) OR (`+batchHolding+`)
-		ORDER BY id DESC LIMIT 1`, namespace, eventID).Scan(&j.ID, &j.State, &j.Attempt, &errMsg)
+		ORDER BY id DESC LIMIT 1`, namespace, eventID).Scan(&j.ID, &j.Kind, &j.State, &j.Attempt, &j.MaxAttempts, &scheduled, &errs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("find apply job of %s/%s: %w", namespace, eventID, err)
 	}
-	j.Errors = []string{}
-	if errMsg.Valid {
-		j.Errors = strings.Split(errMsg.String, "\n")
+	if scheduled.Valid {
+		j.ScheduledAt = &scheduled.Time
+	}
+	var attempts []rivertype.AttemptError
+	if err := json.Unmarshal(errs, &attempts); err != nil {
+		return nil, fmt.Errorf("read the errors of job %d: %w", j.ID, err)
+	}
+	j.Errors = make([]string, len(attempts))
+	for i, a := range attempts {
+		j.Errors[i] = fmt.Sprintf("attempt %d at %s: %s", a.Attempt, a.At.UTC().Format(time.RFC3339), a.Error)
 	}
 	return &j, nil
 }

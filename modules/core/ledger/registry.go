@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,7 +41,7 @@ type HandlerFunc func(ctx context.Context, tx *Tx, ev *Event) error
 // and a registration that went wrong (a kind registered twice, a malformed
 // pattern) makes it fail, so the process does not start.
 type Registry struct {
-	exact    map[string][]HandlerFunc
+	exact    map[string][]handler
 	families []family
 	workers  []func(*river.Workers) error
 	periodic []*river.PeriodicJob
@@ -46,12 +50,38 @@ type Registry struct {
 
 type family struct {
 	provider, prefix string
-	fn               HandlerFunc
+	handler
+}
+
+// handler is a registered HandlerFunc and the name failures report it by.
+type handler struct {
+	fn HandlerFunc
+	// module is the package that registered it ("payment"); name adds the
+	// function ("payment.stripeChargeRefunded").
+	module, name string
+}
+
+// newHandler names fn after its package and function, as the runtime
+// knows them.
+func newHandler(fn HandlerFunc) handler {
+	full := "handler"
+	if f := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()); f != nil {
+		full = f.Name()
+	}
+	// "github.com/x/modules/features/payment.(*Module).stripeChargeRefunded-fm"
+	// is module "payment", handler "payment.stripeChargeRefunded".
+	full = full[strings.LastIndexByte(full, '/')+1:]
+	module, fn_, _ := strings.Cut(full, ".")
+	fn_ = strings.TrimSuffix(fn_, "-fm")
+	if i := strings.LastIndex(fn_, ")."); i >= 0 {
+		fn_ = fn_[i+2:]
+	}
+	return handler{module: module, name: module + "." + fn_}
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{exact: map[string][]HandlerFunc{}}
+	return &Registry{exact: map[string][]handler{}}
 }
 
 // AddWorker registers the worker of a module's own job kind. NewRiver adds
@@ -84,29 +114,74 @@ func (r *Registry) addWorkers(ws *river.Workers) error {
 // matches every type of the provider. Several handlers of one type run in
 // registration order, in one transaction.
 func (r *Registry) Handle(provider, pattern string, fn HandlerFunc) {
+	h := newHandler(fn)
+	h.fn = fn
 	switch {
 	case pattern == "*":
-		r.families = append(r.families, family{provider, "", fn})
+		r.families = append(r.families, family{provider, "", h})
 	case strings.HasSuffix(pattern, ".*"):
-		r.families = append(r.families, family{provider, strings.TrimSuffix(pattern, "*"), fn})
+		r.families = append(r.families, family{provider, strings.TrimSuffix(pattern, "*"), h})
 	case strings.Contains(pattern, "*"):
 		r.errs = append(r.errs, fmt.Errorf("handler of %s events %q: a wildcard only stands at the end, after a dot", provider, pattern))
 	default:
 		k := provider + "\x00" + pattern
-		r.exact[k] = append(r.exact[k], fn)
+		r.exact[k] = append(r.exact[k], h)
 	}
 }
 
 // Handlers returns the handlers of provider's eventType: exact matches
 // first, then families, in registration order.
 func (r *Registry) Handlers(provider, eventType string) []HandlerFunc {
-	hs := append([]HandlerFunc(nil), r.exact[provider+"\x00"+eventType]...)
+	hs := r.handlers(provider, eventType)
+	fns := make([]HandlerFunc, len(hs))
+	for i, h := range hs {
+		fns[i] = h.fn
+	}
+	return fns
+}
+
+// Modules returns the modules whose handlers apply provider's eventType,
+// in the order they run, each once.
+func (r *Registry) Modules(provider, eventType string) []string {
+	var ms []string
+	for _, h := range r.handlers(provider, eventType) {
+		if !slices.Contains(ms, h.module) {
+			ms = append(ms, h.module)
+		}
+	}
+	return ms
+}
+
+func (r *Registry) handlers(provider, eventType string) []handler {
+	hs := append([]handler(nil), r.exact[provider+"\x00"+eventType]...)
 	for _, f := range r.families {
 		if f.provider == provider && strings.HasPrefix(eventType, f.prefix) {
-			hs = append(hs, f.fn)
+			hs = append(hs, f.handler)
 		}
 	}
 	return hs
+}
+
+// patterns returns every registration as parallel lists, for the apply's
+// settle statement, which records the modules that apply each row
+// (handlersSQL): provider, the exact type or a family's prefix, whether it
+// is a family, the module, and its rank in registration order.
+func (r *Registry) patterns() (providers, patterns []string, family []bool, modules []string, ranks []int32) {
+	add := func(provider, pattern string, fam bool, module string) {
+		providers, patterns, family, modules = append(providers, provider), append(patterns, pattern), append(family, fam), append(modules, module)
+		ranks = append(ranks, int32(len(ranks)))
+	}
+	keys := slices.Sorted(maps.Keys(r.exact))
+	for _, k := range keys {
+		provider, pattern, _ := strings.Cut(k, "\x00")
+		for _, h := range r.exact[k] {
+			add(provider, pattern, false, h.module)
+		}
+	}
+	for _, f := range r.families {
+		add(f.provider, f.prefix, true, f.module)
+	}
+	return
 }
 
 // LabelType is the metric label of an event type: the type when a handler

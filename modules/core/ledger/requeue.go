@@ -36,8 +36,9 @@ const (
 // a batch job counts only while it is unfinished, and a forced re-apply of
 // a settled event runs only in a forced job of its own, so each requested
 // event is applied exactly once more. A job that will apply the event and
-// is running right now is left alone (RequeuePending). A failed row goes
-// back to claimed with its backoff reset; a settled one is applied again
+// is running right now is left alone (RequeuePending). A failed
+// or discarded row goes back to claimed with its backoff reset, its job
+// with a whole budget of attempts; a settled one is applied again
 // only with force, and stays settled until that apply commits. The
 // Store's River client needs no workers for this: an insert-only one
 // brings jobs forward too.
@@ -86,7 +87,8 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 			}
 		}
 		if !settled {
-			if _, err := tx.ExecContext(ctx, `UPDATE webhook_event SET status = `+claimedSQL+`, settled_at = NULL, failures = 0, failing_since = NULL
+			if _, err := tx.ExecContext(ctx, `UPDATE webhook_event SET status = `+claimedSQL+`, settled_at = NULL, failures = 0, failing_since = NULL,
+				discard_reason = NULL
 				WHERE namespace = $1 AND event_id = $2`, namespace, eventID); err != nil {
 				return fmt.Errorf("requeue %s/%s: %w", namespace, eventID, err)
 			}
@@ -111,6 +113,11 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 		if bring != nil {
 			if _, err := s.jobs.JobRetryTx(ctx, tx.Tx, bring.id); err != nil {
 				return fmt.Errorf("retry job %d: %w", bring.id, err)
+			}
+			// A whole budget of attempts from now, as a new job has: the
+			// requeue follows a fix, and its retries span RetryHorizon again.
+			if _, err := tx.ExecContext(ctx, `UPDATE river_job SET max_attempts = attempt + $2 WHERE id = $1`, bring.id, ApplyMaxAttempts); err != nil {
+				return fmt.Errorf("renew the attempts of job %d: %w", bring.id, err)
 			}
 			return nil
 		}

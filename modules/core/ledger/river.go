@@ -44,8 +44,6 @@ type RiverOptions struct {
 	// Retention > 0 prunes settled ledger rows older than it, hourly, on
 	// the elected leader.
 	Retention time.Duration
-	// RetryHorizon overrides the ledger's RetryHorizon when positive.
-	RetryHorizon time.Duration
 	// ApplyTimeout overrides the ledger's ApplyTimeout when positive.
 	ApplyTimeout time.Duration
 	// Middleware wraps job inserts and work (tracing).
@@ -77,7 +75,7 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 	workers := river.NewWorkers()
 	// The ledger's own kinds first: a module that registers one of them is
 	// the one reported.
-	applier := &Applier{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics, Horizon: o.RetryHorizon, Timeout: o.ApplyTimeout,
+	applier := &Applier{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics, Timeout: o.ApplyTimeout,
 		Linger: o.ApplyLinger, lingerGate: o.lingerGate, Payloads: o.Payloads}
 	river.AddWorker(workers, &ApplyWorker{Applier: applier})
 	river.AddWorker(workers, &ApplyBatchWorker{Applier: applier})

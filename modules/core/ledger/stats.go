@@ -18,7 +18,7 @@ const ExactSettledBelow = 200_000
 
 // CountByStatus counts ledger rows by status without scanning the whole
 // ledger: claimed and failed through the partial index that holds only
-// them, settled exactly while the table is small and, above
+// them, discarded through its own, settled exactly while the table is small and, above
 // ExactSettledBelow rows, as the table's live-row estimate (pg_stat's
 // n_live_tup, else pg_class.reltuples) minus the unsettled rows, which is
 // as fresh as autovacuum's last analyze. processing is never counted (see
@@ -37,19 +37,24 @@ func (s *Store) CountByStatus(ctx context.Context) (counts map[string]int64, est
 	if err != nil {
 		return nil, false, fmt.Errorf("ledger size estimate: %w", err)
 	}
+	var discarded int64
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM webhook_event WHERE status = `+discardedSQL).Scan(&discarded); err != nil {
+		return nil, false, fmt.Errorf("count discarded: %w", err)
+	}
 	var settled int64
 	if live < ExactSettledBelow {
 		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM webhook_event WHERE status = `+settledSQL).Scan(&settled); err != nil {
 			return nil, false, fmt.Errorf("count settled: %w", err)
 		}
 	} else {
-		settled, estimated = max(int64(live)-b.Claimed-b.Failed, 0), true
+		settled, estimated = max(int64(live)-b.Claimed-b.Failed-discarded, 0), true
 	}
 	return map[string]int64{
 		string(webhookevent.StatusClaimed):    b.Claimed,
 		string(webhookevent.StatusProcessing): 0,
 		string(webhookevent.StatusSettled):    settled,
 		string(webhookevent.StatusFailed):     b.Failed,
+		string(webhookevent.StatusDiscarded):  discarded,
 	}, estimated, nil
 }
 

@@ -7,7 +7,8 @@ import "github.com/hookledger/hookledger/ent/webhookevent"
 // must match the partial index on claimed and failed rows: the planner
 // proves the index's predicate only from values it sees when it plans.
 const (
-	claimedSQL = "'" + string(webhookevent.StatusClaimed) + "'"
-	settledSQL = "'" + string(webhookevent.StatusSettled) + "'"
-	failedSQL  = "'" + string(webhookevent.StatusFailed) + "'"
+	claimedSQL   = "'" + string(webhookevent.StatusClaimed) + "'"
+	settledSQL   = "'" + string(webhookevent.StatusSettled) + "'"
+	failedSQL    = "'" + string(webhookevent.StatusFailed) + "'"
+	discardedSQL = "'" + string(webhookevent.StatusDiscarded) + "'"
 )

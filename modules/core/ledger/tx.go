@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
@@ -76,11 +77,22 @@ func (tx *Tx) Flush(ctx context.Context) error {
 		w := tx.staged[0].write
 		tx.staged = tx.staged[1:]
 		if err := w.Flush(ctx, tx); err != nil {
-			return err
+			return &HandlerError{Handler: moduleOf(w) + ".Flush", Err: err}
 		}
 	}
 	tx.staged = nil
 	return nil
+}
+
+// moduleOf is the package a staged write's type belongs to: the module
+// that staged it.
+func moduleOf(w Staged) string {
+	t := reflect.TypeOf(w)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	pkg := t.PkgPath()
+	return pkg[strings.LastIndexByte(pkg, '/')+1:]
 }
 
 // JobInserter inserts River jobs inside a transaction; *river.Client is one.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -52,26 +53,23 @@ func (ApplyBatchArgs) InsertOpts() river.InsertOpts {
 // one path, whatever its cause:
 //
 //   - a handler's failure (an error, a panic, a timeout while the database
-//     answers) is recorded on the event's row; the event's own job is
-//     snoozed for its backoff, and a batch is split into one job per event
-//     in the same transaction, so the siblings run at once and only the
-//     failing event waits. A staged write (Stage) that fails a batch
-//     belongs to no one event: the batch is split with nothing recorded,
-//     and the event's own job records it;
+//     answers) of a job of one event is recorded on the event's row and
+//     returned to River as the job's error: River keeps it in the job's
+//     errors, counts the attempt and schedules the retry (NextRetry), or
+//     discards the job when its attempts (ApplyMaxAttempts, about
+//     RetryHorizon of backoff) are spent. A permanent failure cancels the
+//     job at once. A batch that fails is split into one job per event, in
+//     a transaction with its completion, and records nothing: each event's
+//     own job runs at once, and the failing one fails there, with errors
+//     of its own;
 //   - an outage of hookledger's own database snoozes the job for a few
 //     seconds and records nothing: it is not an attempt;
 //   - a shutdown hands the job back to River untouched.
-//
-// A handler that keeps failing is retried with backoff until RetryHorizon
-// has passed since its first failure; its row then stays failed with the
-// reason and no pending job. A permanent failure ends there at once.
 type Applier struct {
 	DB       *sql.DB
 	Registry *Registry
 	Logger   *zap.Logger
 	Metrics  *metrics.Set
-	// Horizon overrides RetryHorizon when positive.
-	Horizon time.Duration
 	// Timeout overrides ApplyTimeout when positive.
 	Timeout time.Duration
 	// Linger is how old a claim's job must be before it takes its batch
@@ -114,13 +112,6 @@ func (a *Applier) feedf(level zapcore.Level, format string, args ...any) {
 		ce.Message = fmt.Sprintf(format, args...)
 		ce.Write()
 	}
-}
-
-func (a *Applier) horizon() time.Duration {
-	if a.Horizon > 0 {
-		return a.Horizon
-	}
-	return RetryHorizon
 }
 
 // applied is one event the loop got through.
@@ -225,7 +216,7 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ow
 		}
 		var locked map[EventKey]*lockedRow
 		if err == nil {
-			locked, err = lockForApply(ctx, tx, keys, force, a.Payloads)
+			locked, err = lockForApply(ctx, tx, a.Registry, keys, force, a.Payloads)
 		}
 		if err != nil {
 			fail = &failure{attempt: Attempt{Seen: -1}, err: err, kind: classify(ctx, a.DB, tx, err)}
@@ -294,15 +285,15 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ow
 		jobs, err := absorb(ctx, tx, reabsorbSQL, again)
 		return events(jobs), err
 	}
-	return a.failed(ctx, job.ID, complete, own, len(again) > 0, force, fail)
+	return a.failed(ctx, job.JobRow, complete, own, len(again) > 0, force, fail)
 }
 
 // failed takes the one failure path.
 // keys are the job's own events; retook says the split also takes back
 // absorbed jobs (complete returns their events), so it splits even a job of
 // one event.
-func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, keys []EventKey, retook bool, force bool, f *failure) error {
-	log := a.Logger.With(zap.Int64("job_id", jobID), zap.Int("events", len(keys)))
+func (a *Applier) failed(ctx context.Context, job *rivertype.JobRow, complete completer, keys []EventKey, retook bool, force bool, f *failure) error {
+	log := a.Logger.With(zap.Int64("job_id", job.ID), zap.Int("events", len(keys)))
 	if f.attempt.Key != (EventKey{}) {
 		log = log.With(zap.String("namespace", f.attempt.Key.Namespace), zap.String("event_id", f.attempt.Key.EventID))
 	}
@@ -345,37 +336,43 @@ func (a *Applier) failed(ctx context.Context, jobID int64, complete completer, k
 		// its event, which it never reached.
 		f.attempt = Attempt{Key: keys[0], Seen: -1}
 	}
-	rec, ok, err := recordFailure(ctx, a.DB, f.attempt, f.err.Error(), a.horizon())
+	last := f.kind == failedPermanently || job.Attempt >= job.MaxAttempts
+	reason := f.err.Error()
+	if last && f.kind != failedPermanently {
+		reason = fmt.Sprintf("gave up after %d attempts: %s", job.Attempt, reason)
+	}
+	ok, err := recordFailure(ctx, a.DB, f.attempt, Failure{JobID: job.ID, Handler: handlerOf(f.err), Error: reason})
 	if err != nil {
 		log.Warn("apply failed and the failure could not be recorded; retrying soon", zap.Error(f.err), zap.NamedError("record_error", err))
 		return river.JobSnooze(outageDelay)
 	}
 	if !ok {
 		// Settled meanwhile (the commit went through, or another job
-		// applied it): the next run finds it settled.
-		log.Info("apply reported a failure but the event is settled; nothing recorded", zap.Error(f.err))
+		// applied it), or discarded: the next run finds it so.
+		log.Info("apply reported a failure but the event is settled or discarded; nothing recorded", zap.Error(f.err))
 		return river.JobSnooze(0)
 	}
 	switch {
 	case f.kind == failedPermanently:
 		log.Error("apply failed permanently; not retrying", zap.Error(f.err))
 		return river.JobCancel(f.err)
-	case rec.GaveUp:
-		log.Error("apply failed past the retry horizon; not retrying", zap.Error(f.err), zap.Int("failures", rec.Failures))
-		return river.JobCancel(fmt.Errorf("gave up after %d failures: %w", rec.Failures, f.err))
+	case last:
+		log.Error("apply failed on its last attempt; River discards the job", zap.Error(f.err), zap.Int("attempt", job.Attempt))
+		return errors.New(reason)
 	}
-	delay := RetryDelay(rec.Failures)
-	log.Warn("apply failed; retrying", zap.Error(f.err), zap.Int("failures", rec.Failures), zap.Duration("retry_in", delay))
-	return river.JobSnooze(delay)
+	log.Warn("apply failed; River retries it", zap.Error(f.err), zap.Int("attempt", job.Attempt), zap.Int("max_attempts", job.MaxAttempts))
+	// River records the error's text in the job's errors: the handler's
+	// name and reason, as on the ledger row.
+	return f.err
 }
 
 // split replaces a failed batch job with one job per event, in one
-// transaction with the failure record and the batch job's completion: the
-// events that did not fail run at once, the failing one after its backoff.
+// transaction with the batch job's completion. Nothing is recorded: every
+// event's own job runs at once, and the one that fails fails there, with
+// its error in its own job.
 func (a *Applier) split(ctx context.Context, complete completer, keys []EventKey, force bool, f *failure, log *zap.Logger) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	var rec failureRecord
 	err := a.inTx(ctx, func(tx *Tx) error {
 		more, err := complete(ctx, tx)
 		if err != nil {
@@ -384,22 +381,7 @@ func (a *Applier) split(ctx context.Context, complete completer, keys []EventKey
 		keys := mergeKeys(keys, more)
 		params := make([]river.InsertManyParams, 0, len(keys))
 		for _, k := range keys {
-			p := river.InsertManyParams{Args: ApplyArgs{Namespace: k.Namespace, EventID: k.EventID, Force: force}}
-			if k == f.attempt.Key && f.kind == failedHandler {
-				// Recorded here, and run after its backoff. A permanent
-				// failure is left to the event's own job, which records it
-				// once and ends there.
-				var ok bool
-				var err error
-				rec, ok, err = recordFailure(ctx, tx, f.attempt, f.err.Error(), a.horizon())
-				if err != nil {
-					return err
-				}
-				if ok && !rec.GaveUp {
-					p.InsertOpts = &river.InsertOpts{ScheduledAt: time.Now().Add(RetryDelay(rec.Failures))}
-				}
-			}
-			params = append(params, p)
+			params = append(params, river.InsertManyParams{Args: ApplyArgs{Namespace: k.Namespace, EventID: k.EventID, Force: force}})
 		}
 		return tx.InsertJobs(ctx, params)
 	})
@@ -407,7 +389,7 @@ func (a *Applier) split(ctx context.Context, complete completer, keys []EventKey
 		log.Warn("batch apply failed and could not be split; retrying soon", zap.Error(f.err), zap.NamedError("split_error", err))
 		return river.JobSnooze(outageDelay)
 	}
-	log.Warn("batch apply failed; split into one job per event", zap.Error(f.err), zap.String("failure", f.kind.String()), zap.Int("failures", rec.Failures))
+	log.Info("batch apply failed; split into one job per event", zap.Error(f.err), zap.String("failure", f.kind.String()))
 	return nil
 }
 
@@ -455,7 +437,7 @@ func (w *ApplyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error
 	return run(ctx, w.Applier, job, []EventKey{job.Args.key()}, job.Args.Force, job.Args.Fresh && mayAbsorb(job.JobRow))
 }
 
-// NextRetry is used only for errors the apply loop did not classify.
+// NextRetry is the backoff after the job's attempt failed (RetryDelay).
 func (w *ApplyWorker) NextRetry(job *river.Job[ApplyArgs]) time.Time {
 	return time.Now().Add(RetryDelay(job.Attempt))
 }
@@ -475,7 +457,7 @@ func (w *ApplyBatchWorker) Work(ctx context.Context, job *river.Job[ApplyBatchAr
 	return run(ctx, w.Applier, job, job.Args.Events, false, mayAbsorb(job.JobRow))
 }
 
-// NextRetry is used only for errors the apply loop did not classify.
+// NextRetry is the backoff after the job's attempt failed (RetryDelay).
 func (w *ApplyBatchWorker) NextRetry(job *river.Job[ApplyBatchArgs]) time.Time {
 	return time.Now().Add(RetryDelay(job.Attempt))
 }
