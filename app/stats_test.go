@@ -42,7 +42,7 @@ func TestStatsAgreeAcrossReceiversAndRestarts(t *testing.T) {
 		return code == http.StatusOK && dups != nil && dups["stripe"].(map[string]any)["last_hour"] == 3.0
 	}, "the other receiver's counts arrive within its flush interval: %v", out)
 	require.Equal(t, map[string]any{"last_hour": 3.0, "last_day": 3.0}, out["duplicates"].(map[string]any)["stripe"])
-	require.Equal(t, map[string]any{"claimed": 0.0, "processing": 0.0, "settled": 1.0, "failed": 0.0}, out["by_status"])
+	require.Equal(t, map[string]any{"claimed": 0.0, "processing": 0.0, "settled": 1.0, "failed": 0.0, "discarded": 0.0}, out["by_status"])
 	require.Equal(t, 1, db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`))
 
 	require.NoError(t, b.stop())

@@ -41,6 +41,18 @@ func Up(db *sql.DB) error {
 	})
 }
 
+// UpTo applies the pending migrations up to version, and no further: an
+// upgrade test starts from an earlier schema with it. db is closed when it
+// returns.
+func UpTo(db *sql.DB, version uint) error {
+	return withMigrate(db, func(m *migrate.Migrate) error {
+		if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("migrate up to %d: %w", version, err)
+		}
+		return nil
+	})
+}
+
 // Down reverts one migration, or every migration when all is true. db is
 // closed when it returns.
 func Down(db *sql.DB, all bool) error {

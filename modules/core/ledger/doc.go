@@ -27,10 +27,12 @@
 //     settles the ledger rows, runs the handlers a Registry maps to each
 //     event's provider and type, and completes River's job, all in one
 //     transaction; a failure takes one path whatever its cause: recorded
-//     and backed off (the handler's), snoozed (the database's), handed back
-//     (shutdown), with a failed batch split into one job per event.
+//     on the row and returned to River as the job's error, which River
+//     retries by its policy (the handler's), snoozed (the database's),
+//     handed back (shutdown), with a failed batch split into one job per
+//     event.
 //   - Operate: the Store's Requeue (which targets the event, never a shared
-//     batch job), RequeueMatching, List, Find, FindJob, Prune,
+//     batch job), Discard, RequeueMatching, List, Find, FindJob, Prune,
 //     CountByStatus, Backlog, DeliveryCounts and DeliverySeries, and the
 //     Prometheus Collector serve the admin API, the console and the CLI.
 //
@@ -39,6 +41,8 @@
 // rows settled directly, so no session ever sees it: no count includes it,
 // and the backlog (admin stats, the console, every /metrics scrape) names
 // only claimed and failed, which the partial index webhookevent_pending holds.
+// discarded rows (Discard) are out of the backlog, counted through their own
+// partial index.
 //
 // Modules register their handlers, workers (AddWorker) and periodic jobs in
 // a Registry, which NewRiver only reads, failing on a registration that

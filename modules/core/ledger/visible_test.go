@@ -234,3 +234,17 @@ func TestDiscardCancelsAPendingRetry(t *testing.T) {
 	require.Equal(t, "cancelled", ownJob(t, h, "evt_retry").State)
 	require.Equal(t, "discarded", h.Row(t, "stripe", "evt_retry").Status)
 }
+
+// TestForcedReapplyKeepsTheFirstSettle: a forced re-apply of an old event
+// leaves its settled_at alone, so apply latency stays the first settle's.
+func TestForcedReapplyKeepsTheFirstSettle(t *testing.T) {
+	t.Parallel()
+	h := ledgertest.New(t, 0, nil)
+	h.Claim(t, "stripe", "evt_old", "invoice.paid", []byte(`{}`))
+	require.NoError(t, h.Apply(t, "stripe", "evt_old", false))
+	_, err := h.DB.SQL.Exec(`UPDATE webhook_event SET received_at = now() - interval '2 hours', settled_at = now() - interval '2 hours' + interval '1 second'`)
+	require.NoError(t, err)
+	require.NoError(t, h.Apply(t, "stripe", "evt_old", true))
+	require.Equal(t, 1, h.DB.Count(t, `SELECT extract(epoch FROM settled_at - received_at)::int FROM webhook_event`), "latency 1 s, not 2 h")
+	require.Equal(t, 2, h.Row(t, "stripe", "evt_old").Attempts)
+}

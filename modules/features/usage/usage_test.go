@@ -2,12 +2,15 @@ package usage_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookledger/hookledger/migrations"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/features/usage"
 	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
@@ -150,4 +153,31 @@ func TestBatchTakesTotalsInKeyOrder(t *testing.T) {
 	require.Equal(t, 6, total(t, h, "cus_b", "api_calls"))
 	require.Equal(t, 1, total(t, h, "cus_c", "api_calls"))
 	require.Equal(t, 4, h.DB.Count(t, `SELECT count(*) FROM usage_delta`))
+}
+
+// TestUpgradeKeepsEarlierDeltas: a usage event applied before usage_delta
+// existed is not added again by a forced re-apply after the upgrade.
+func TestUpgradeKeepsEarlierDeltas(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Empty(t)
+	open := func() *sql.DB { return stdlib.OpenDBFromPool(db.Pool) }
+	// The schema before usage_delta, with one applied usage event.
+	require.NoError(t, migrations.UpTo(open(), 20261201095742))
+	_, err := db.SQL.Exec(`
+		INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, status, attempts, received_at, settled_at)
+		VALUES ('standard', 'msg_old', 'standard', 'standard', 'usage.recorded', $1, 'settled', 1, now(), now())`,
+		string(recorded("cus_up", "api_calls", 5)))
+	require.NoError(t, err)
+	_, err = db.SQL.Exec(`INSERT INTO usage_total (customer_id, metric, quantity, updated_at) VALUES ('cus_up', 'api_calls', 5, now())`)
+	require.NoError(t, err)
+	require.NoError(t, migrations.Up(open()))
+
+	reg := ledger.NewRegistry()
+	usage.Register(reg)
+	ctx := context.Background()
+	require.NoError(t, ledger.InTx(ctx, db.SQL, func(tx *ledger.Tx) error {
+		_, _, err := ledger.Apply(ctx, tx, reg, ledger.ApplyArgs{Namespace: "standard", EventID: "msg_old", Force: true})
+		return err
+	}))
+	require.Equal(t, 5, db.Count(t, `SELECT quantity FROM usage_total WHERE customer_id = 'cus_up'`), "re-applied, not added again")
 }
