@@ -1,9 +1,13 @@
 package app
 
 import (
+	"context"
+	"time"
+
 	"go.uber.org/zap"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/shortcircuit"
 )
 
@@ -14,7 +18,15 @@ func (a *App) shortCircuit() (*shortcircuit.Gate, error) {
 	if a.cfg.RedisURL == "" || a.cfg.ClaimMode == config.ClaimLogOnly {
 		return nil, nil
 	}
-	g, err := shortcircuit.New(shortcircuit.Options{URL: a.cfg.RedisURL.Reveal(), Prefix: a.cfg.RedisKeyPrefix,
+	// Keys carry the ledger's identity: markers of another database, or of
+	// this one before a restore (`hookledger redis forget`), are not read.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	identity, err := ledger.Identity(ctx, a.db)
+	if err != nil {
+		return nil, err
+	}
+	g, err := shortcircuit.New(shortcircuit.Options{URL: a.cfg.RedisURL.Reveal(), Prefix: a.cfg.RedisKeyPrefix + identity + ":",
 		TTL: a.cfg.RedisTTL, Timeout: a.cfg.RedisTimeout})
 	if err != nil {
 		return nil, err

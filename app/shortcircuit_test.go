@@ -5,16 +5,19 @@ import (
 	"database/sql"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/migrations"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/operations/bench"
 	"github.com/hookledger/hookledger/modules/operations/simulate"
@@ -41,15 +44,31 @@ func markers(t *testing.T, rdb *redis.Client, prefix string) []string {
 }
 
 // scanMarkers lists the namespace/id of every marker under prefix (the
-// tests use short ids, whose keys are readable).
+// tests use short ids, whose keys are readable), whatever the ledger
+// identity its key carries after the prefix.
 func scanMarkers(rdb *redis.Client, prefix string) ([]string, error) {
 	var out []string
 	iter := rdb.Scan(context.Background(), 0, prefix+"*", 1000).Iterator()
 	for iter.Next(context.Background()) {
-		ns, id, _ := strings.Cut(strings.TrimPrefix(iter.Val(), prefix), ":")
+		rest := strings.TrimPrefix(iter.Val(), prefix)
+		if identity, after, ok := strings.Cut(rest, ":"); ok && identityKey.MatchString(identity) {
+			rest = after
+		}
+		ns, id, _ := strings.Cut(rest, ":")
 		out = append(out, ns+"/"+id)
 	}
 	return out, iter.Err()
+}
+
+// identityKey is a ledger identity as marker keys carry it.
+var identityKey = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// markerKeys lists the keys of every marker under prefix.
+func markerKeys(t *testing.T, rdb *redis.Client, prefix string) []string {
+	t.Helper()
+	keys, err := rdb.Keys(context.Background(), prefix+"*").Result()
+	require.NoError(t, err)
+	return keys
 }
 
 // missingFromLedger returns the markers whose event the ledger lacks.
@@ -157,7 +176,7 @@ func TestShortCircuitAnswersDuplicatesWithoutATransaction(t *testing.T) {
 
 	// Redis flushed: the same duplicates go to PostgreSQL again, one
 	// transaction each, and nothing is claimed twice.
-	require.NoError(t, rdb.Del(context.Background(), prefixed(prefix, markers(t, rdb, prefix))...).Err())
+	require.NoError(t, rdb.Del(context.Background(), markerKeys(t, rdb, prefix)...).Err())
 	s = startOn(t, db, env, config.RoleHTTP)
 	deliverAll(s, "duplicate")
 	scrape(s.base, "hookledger_redis_shortcircuit_total")
@@ -168,23 +187,16 @@ func TestShortCircuitAnswersDuplicatesWithoutATransaction(t *testing.T) {
 	require.Equal(t, n, len(markers(t, rdb, prefix)), "PostgreSQL's duplicate answers wrote the markers again")
 }
 
-// prefixed turns namespace/id pairs back into keys.
-func prefixed(prefix string, pairs []string) []string {
-	keys := make([]string, len(pairs))
-	for i, p := range pairs {
-		keys[i] = prefix + strings.Replace(p, "/", ":", 1)
-	}
-	return keys
-}
-
 // TestShortCircuitOffInLogOnly: log-only applies every delivery again, so
 // a marker answers nothing and none is written.
 func TestShortCircuitOffInLogOnly(t *testing.T) {
 	t.Parallel()
 	url, prefix := redistest.URL(t), redistest.Prefix(t)
 	rdb := redisClient(t, url)
-	require.NoError(t, rdb.Set(context.Background(), prefix+"stripe:evt_lo_1", "1", time.Minute).Err())
 	s := start(t, map[string]string{"REDIS_URL": url, "REDIS_KEY_PREFIX": prefix, "CLAIM_MODE": "log-only"})
+	identity, err := ledger.Identity(context.Background(), s.db.SQL)
+	require.NoError(t, err)
+	require.NoError(t, rdb.Set(context.Background(), prefix+identity+":stripe:evt_lo_1", "1", time.Minute).Err())
 	now := time.Now()
 	for i, want := range []string{"claimed", "duplicate"} {
 		body := subEvent("evt_lo_1", "active", now.Unix())
@@ -329,4 +341,55 @@ func TestMarkerNeverWithoutLedgerRow(t *testing.T) {
 	require.Empty(t, <-violations, "a marker named an event the ledger did not hold")
 	verify(t, db.SQL, "mk_", reports)
 	require.Empty(t, missingFromLedger(t, db.SQL, markers(t, rdb, "hookledger:sc:")))
+}
+
+// TestRedisNeverHidesWhatTheLedgerLacks: a marker whose event the ledger
+// does not hold (a restore from backup, a failover that lost it, another
+// deployment sharing the Redis prefix) never answers for it: a replay
+// never asks Redis, markers carry the ledger's identity, and renewing it
+// (`hookledger redis forget`) makes every earlier marker unread.
+func TestRedisNeverHidesWhatTheLedgerLacks(t *testing.T) {
+	t.Parallel()
+	url, prefix := redistest.URL(t), redistest.Prefix(t)
+	rdb := redisClient(t, url)
+	env := map[string]string{"REDIS_URL": url, "REDIS_KEY_PREFIX": prefix, "REDIS_TIMEOUT": "1s", "REPLAY_TOKEN": "replay-secret"}
+	db := dbtest.New(t)
+	s := startOn(t, db, env, config.RoleAll)
+	now := time.Now()
+	body := subEvent("evt_restore", "active", now.Unix())
+	deliver := func(s *server, h http.Header, want string) {
+		t.Helper()
+		code, out := s.post(t, "/webhooks/stripe", body, h)
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, want, out["status"])
+	}
+	deliver(s, signed(body, now), "claimed")
+	dbtest.Eventually(t, func() bool { return len(markers(t, rdb, prefix)) == 1 }, "the marker is written")
+	lose := func() {
+		_, err := db.SQL.Exec(`DELETE FROM webhook_event WHERE event_id = 'evt_restore'`)
+		require.NoError(t, err)
+	}
+
+	// The ledger lost the event: a replay brings it back, marker or not.
+	lose()
+	deliver(s, http.Header{"X-Replay-Token": {"replay-secret"}}, "claimed")
+	require.Equal(t, 1, db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_restore' AND replayed`))
+
+	// Lost again, as a restore from a backup older than the event loses it:
+	// the runbook renews the identity, and the provider's redelivery is
+	// claimed again.
+	lose()
+	require.NoError(t, s.stop())
+	_, err := ledger.RenewIdentity(context.Background(), db.SQL)
+	require.NoError(t, err)
+	s = startOn(t, db, env, config.RoleAll)
+	deliver(s, signed(body, now), "claimed")
+	deliver(s, signed(body, now), "duplicate")
+
+	// Another deployment on the same Redis prefix: its migrations gave its
+	// ledger an identity of its own.
+	fresh := dbtest.Empty(t)
+	require.NoError(t, migrations.Up(stdlib.OpenDBFromPool(fresh.Pool)))
+	other := startOn(t, fresh, env, config.RoleAll)
+	deliver(other, signed(body, now), "claimed")
 }

@@ -16,6 +16,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"github.com/hookledger/hookledger/ent/deliverystat"
 	"github.com/hookledger/hookledger/ent/githubbranch"
+	"github.com/hookledger/hookledger/ent/ledgeridentity"
 	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/replaywatermark"
 	"github.com/hookledger/hookledger/ent/subscription"
@@ -35,6 +36,8 @@ type Client struct {
 	DeliveryStat *DeliveryStatClient
 	// GitHubBranch is the client for interacting with the GitHubBranch builders.
 	GitHubBranch *GitHubBranchClient
+	// LedgerIdentity is the client for interacting with the LedgerIdentity builders.
+	LedgerIdentity *LedgerIdentityClient
 	// Payment is the client for interacting with the Payment builders.
 	Payment *PaymentClient
 	// ReplayWatermark is the client for interacting with the ReplayWatermark builders.
@@ -60,6 +63,7 @@ func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
 	c.DeliveryStat = NewDeliveryStatClient(c.config)
 	c.GitHubBranch = NewGitHubBranchClient(c.config)
+	c.LedgerIdentity = NewLedgerIdentityClient(c.config)
 	c.Payment = NewPaymentClient(c.config)
 	c.ReplayWatermark = NewReplayWatermarkClient(c.config)
 	c.Subscription = NewSubscriptionClient(c.config)
@@ -160,6 +164,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		config:          cfg,
 		DeliveryStat:    NewDeliveryStatClient(cfg),
 		GitHubBranch:    NewGitHubBranchClient(cfg),
+		LedgerIdentity:  NewLedgerIdentityClient(cfg),
 		Payment:         NewPaymentClient(cfg),
 		ReplayWatermark: NewReplayWatermarkClient(cfg),
 		Subscription:    NewSubscriptionClient(cfg),
@@ -187,6 +192,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		config:          cfg,
 		DeliveryStat:    NewDeliveryStatClient(cfg),
 		GitHubBranch:    NewGitHubBranchClient(cfg),
+		LedgerIdentity:  NewLedgerIdentityClient(cfg),
 		Payment:         NewPaymentClient(cfg),
 		ReplayWatermark: NewReplayWatermarkClient(cfg),
 		Subscription:    NewSubscriptionClient(cfg),
@@ -222,8 +228,8 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.DeliveryStat, c.GitHubBranch, c.Payment, c.ReplayWatermark, c.Subscription,
-		c.UsageDelta, c.UsageTotal, c.WebhookEvent,
+		c.DeliveryStat, c.GitHubBranch, c.LedgerIdentity, c.Payment, c.ReplayWatermark,
+		c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -233,8 +239,8 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.DeliveryStat, c.GitHubBranch, c.Payment, c.ReplayWatermark, c.Subscription,
-		c.UsageDelta, c.UsageTotal, c.WebhookEvent,
+		c.DeliveryStat, c.GitHubBranch, c.LedgerIdentity, c.Payment, c.ReplayWatermark,
+		c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -247,6 +253,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.DeliveryStat.mutate(ctx, m)
 	case *GitHubBranchMutation:
 		return c.GitHubBranch.mutate(ctx, m)
+	case *LedgerIdentityMutation:
+		return c.LedgerIdentity.mutate(ctx, m)
 	case *PaymentMutation:
 		return c.Payment.mutate(ctx, m)
 	case *ReplayWatermarkMutation:
@@ -527,6 +535,139 @@ func (c *GitHubBranchClient) mutate(ctx context.Context, m *GitHubBranchMutation
 		return (&GitHubBranchDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown GitHubBranch mutation op: %q", m.Op())
+	}
+}
+
+// LedgerIdentityClient is a client for the LedgerIdentity schema.
+type LedgerIdentityClient struct {
+	config
+}
+
+// NewLedgerIdentityClient returns a client for the LedgerIdentity from the given config.
+func NewLedgerIdentityClient(c config) *LedgerIdentityClient {
+	return &LedgerIdentityClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `ledgeridentity.Hooks(f(g(h())))`.
+func (c *LedgerIdentityClient) Use(hooks ...Hook) {
+	c.hooks.LedgerIdentity = append(c.hooks.LedgerIdentity, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `ledgeridentity.Intercept(f(g(h())))`.
+func (c *LedgerIdentityClient) Intercept(interceptors ...Interceptor) {
+	c.inters.LedgerIdentity = append(c.inters.LedgerIdentity, interceptors...)
+}
+
+// Create returns a builder for creating a LedgerIdentity entity.
+func (c *LedgerIdentityClient) Create() *LedgerIdentityCreate {
+	mutation := newLedgerIdentityMutation(c.config, OpCreate)
+	return &LedgerIdentityCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of LedgerIdentity entities.
+func (c *LedgerIdentityClient) CreateBulk(builders ...*LedgerIdentityCreate) *LedgerIdentityCreateBulk {
+	return &LedgerIdentityCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *LedgerIdentityClient) MapCreateBulk(slice any, setFunc func(*LedgerIdentityCreate, int)) *LedgerIdentityCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &LedgerIdentityCreateBulk{err: fmt.Errorf("calling to LedgerIdentityClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*LedgerIdentityCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &LedgerIdentityCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for LedgerIdentity.
+func (c *LedgerIdentityClient) Update() *LedgerIdentityUpdate {
+	mutation := newLedgerIdentityMutation(c.config, OpUpdate)
+	return &LedgerIdentityUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *LedgerIdentityClient) UpdateOne(_m *LedgerIdentity) *LedgerIdentityUpdateOne {
+	mutation := newLedgerIdentityMutation(c.config, OpUpdateOne, withLedgerIdentity(_m))
+	return &LedgerIdentityUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *LedgerIdentityClient) UpdateOneID(id int) *LedgerIdentityUpdateOne {
+	mutation := newLedgerIdentityMutation(c.config, OpUpdateOne, withLedgerIdentityID(id))
+	return &LedgerIdentityUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for LedgerIdentity.
+func (c *LedgerIdentityClient) Delete() *LedgerIdentityDelete {
+	mutation := newLedgerIdentityMutation(c.config, OpDelete)
+	return &LedgerIdentityDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *LedgerIdentityClient) DeleteOne(_m *LedgerIdentity) *LedgerIdentityDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *LedgerIdentityClient) DeleteOneID(id int) *LedgerIdentityDeleteOne {
+	builder := c.Delete().Where(ledgeridentity.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &LedgerIdentityDeleteOne{builder}
+}
+
+// Query returns a query builder for LedgerIdentity.
+func (c *LedgerIdentityClient) Query() *LedgerIdentityQuery {
+	return &LedgerIdentityQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeLedgerIdentity},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a LedgerIdentity entity by its id.
+func (c *LedgerIdentityClient) Get(ctx context.Context, id int) (*LedgerIdentity, error) {
+	return c.Query().Where(ledgeridentity.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *LedgerIdentityClient) GetX(ctx context.Context, id int) *LedgerIdentity {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *LedgerIdentityClient) Hooks() []Hook {
+	return c.hooks.LedgerIdentity
+}
+
+// Interceptors returns the client interceptors.
+func (c *LedgerIdentityClient) Interceptors() []Interceptor {
+	return c.inters.LedgerIdentity
+}
+
+func (c *LedgerIdentityClient) mutate(ctx context.Context, m *LedgerIdentityMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&LedgerIdentityCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&LedgerIdentityUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&LedgerIdentityUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&LedgerIdentityDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown LedgerIdentity mutation op: %q", m.Op())
 	}
 }
 
@@ -1331,12 +1472,12 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		DeliveryStat, GitHubBranch, Payment, ReplayWatermark, Subscription, UsageDelta,
-		UsageTotal, WebhookEvent []ent.Hook
+		DeliveryStat, GitHubBranch, LedgerIdentity, Payment, ReplayWatermark,
+		Subscription, UsageDelta, UsageTotal, WebhookEvent []ent.Hook
 	}
 	inters struct {
-		DeliveryStat, GitHubBranch, Payment, ReplayWatermark, Subscription, UsageDelta,
-		UsageTotal, WebhookEvent []ent.Interceptor
+		DeliveryStat, GitHubBranch, LedgerIdentity, Payment, ReplayWatermark,
+		Subscription, UsageDelta, UsageTotal, WebhookEvent []ent.Interceptor
 	}
 )
 

@@ -14,6 +14,7 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/hookledger/hookledger/ent/deliverystat"
 	"github.com/hookledger/hookledger/ent/githubbranch"
+	"github.com/hookledger/hookledger/ent/ledgeridentity"
 	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/replaywatermark"
 	"github.com/hookledger/hookledger/ent/subscription"
@@ -82,6 +83,7 @@ func checkColumn(t, c string) error {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
 			deliverystat.Table:    deliverystat.ValidColumn,
 			githubbranch.Table:    githubbranch.ValidColumn,
+			ledgeridentity.Table:  ledgeridentity.ValidColumn,
 			payment.Table:         payment.ValidColumn,
 			replaywatermark.Table: replaywatermark.ValidColumn,
 			subscription.Table:    subscription.ValidColumn,

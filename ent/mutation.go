@@ -13,6 +13,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"github.com/hookledger/hookledger/ent/deliverystat"
 	"github.com/hookledger/hookledger/ent/githubbranch"
+	"github.com/hookledger/hookledger/ent/ledgeridentity"
 	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/predicate"
 	"github.com/hookledger/hookledger/ent/replaywatermark"
@@ -34,6 +35,7 @@ const (
 	// Node types.
 	TypeDeliveryStat    = "DeliveryStat"
 	TypeGitHubBranch    = "GitHubBranch"
+	TypeLedgerIdentity  = "LedgerIdentity"
 	TypePayment         = "Payment"
 	TypeReplayWatermark = "ReplayWatermark"
 	TypeSubscription    = "Subscription"
@@ -1262,6 +1264,392 @@ func (m *GitHubBranchMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *GitHubBranchMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown GitHubBranch edge %s", name)
+}
+
+// LedgerIdentityMutation represents an operation that mutates the LedgerIdentity nodes in the graph.
+type LedgerIdentityMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	identity      *string
+	renewed_at    *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*LedgerIdentity, error)
+	predicates    []predicate.LedgerIdentity
+}
+
+var _ ent.Mutation = (*LedgerIdentityMutation)(nil)
+
+// ledgeridentityOption allows management of the mutation configuration using functional options.
+type ledgeridentityOption func(*LedgerIdentityMutation)
+
+// newLedgerIdentityMutation creates new mutation for the LedgerIdentity entity.
+func newLedgerIdentityMutation(c config, op Op, opts ...ledgeridentityOption) *LedgerIdentityMutation {
+	m := &LedgerIdentityMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeLedgerIdentity,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withLedgerIdentityID sets the ID field of the mutation.
+func withLedgerIdentityID(id int) ledgeridentityOption {
+	return func(m *LedgerIdentityMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *LedgerIdentity
+		)
+		m.oldValue = func(ctx context.Context) (*LedgerIdentity, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().LedgerIdentity.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withLedgerIdentity sets the old LedgerIdentity of the mutation.
+func withLedgerIdentity(node *LedgerIdentity) ledgeridentityOption {
+	return func(m *LedgerIdentityMutation) {
+		m.oldValue = func(context.Context) (*LedgerIdentity, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m LedgerIdentityMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m LedgerIdentityMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of LedgerIdentity entities.
+func (m *LedgerIdentityMutation) SetID(id int) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *LedgerIdentityMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *LedgerIdentityMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().LedgerIdentity.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetIdentity sets the "identity" field.
+func (m *LedgerIdentityMutation) SetIdentity(s string) {
+	m.identity = &s
+}
+
+// Identity returns the value of the "identity" field in the mutation.
+func (m *LedgerIdentityMutation) Identity() (r string, exists bool) {
+	v := m.identity
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdentity returns the old "identity" field's value of the LedgerIdentity entity.
+// If the LedgerIdentity object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LedgerIdentityMutation) OldIdentity(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdentity is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdentity requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdentity: %w", err)
+	}
+	return oldValue.Identity, nil
+}
+
+// ResetIdentity resets all changes to the "identity" field.
+func (m *LedgerIdentityMutation) ResetIdentity() {
+	m.identity = nil
+}
+
+// SetRenewedAt sets the "renewed_at" field.
+func (m *LedgerIdentityMutation) SetRenewedAt(t time.Time) {
+	m.renewed_at = &t
+}
+
+// RenewedAt returns the value of the "renewed_at" field in the mutation.
+func (m *LedgerIdentityMutation) RenewedAt() (r time.Time, exists bool) {
+	v := m.renewed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRenewedAt returns the old "renewed_at" field's value of the LedgerIdentity entity.
+// If the LedgerIdentity object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LedgerIdentityMutation) OldRenewedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRenewedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRenewedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRenewedAt: %w", err)
+	}
+	return oldValue.RenewedAt, nil
+}
+
+// ResetRenewedAt resets all changes to the "renewed_at" field.
+func (m *LedgerIdentityMutation) ResetRenewedAt() {
+	m.renewed_at = nil
+}
+
+// Where appends a list predicates to the LedgerIdentityMutation builder.
+func (m *LedgerIdentityMutation) Where(ps ...predicate.LedgerIdentity) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the LedgerIdentityMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *LedgerIdentityMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.LedgerIdentity, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *LedgerIdentityMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *LedgerIdentityMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (LedgerIdentity).
+func (m *LedgerIdentityMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *LedgerIdentityMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.identity != nil {
+		fields = append(fields, ledgeridentity.FieldIdentity)
+	}
+	if m.renewed_at != nil {
+		fields = append(fields, ledgeridentity.FieldRenewedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *LedgerIdentityMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case ledgeridentity.FieldIdentity:
+		return m.Identity()
+	case ledgeridentity.FieldRenewedAt:
+		return m.RenewedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *LedgerIdentityMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case ledgeridentity.FieldIdentity:
+		return m.OldIdentity(ctx)
+	case ledgeridentity.FieldRenewedAt:
+		return m.OldRenewedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown LedgerIdentity field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *LedgerIdentityMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case ledgeridentity.FieldIdentity:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdentity(v)
+		return nil
+	case ledgeridentity.FieldRenewedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRenewedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown LedgerIdentity field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *LedgerIdentityMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *LedgerIdentityMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *LedgerIdentityMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown LedgerIdentity numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *LedgerIdentityMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *LedgerIdentityMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *LedgerIdentityMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown LedgerIdentity nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *LedgerIdentityMutation) ResetField(name string) error {
+	switch name {
+	case ledgeridentity.FieldIdentity:
+		m.ResetIdentity()
+		return nil
+	case ledgeridentity.FieldRenewedAt:
+		m.ResetRenewedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown LedgerIdentity field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *LedgerIdentityMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *LedgerIdentityMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *LedgerIdentityMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *LedgerIdentityMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *LedgerIdentityMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *LedgerIdentityMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *LedgerIdentityMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown LedgerIdentity unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *LedgerIdentityMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown LedgerIdentity edge %s", name)
 }
 
 // PaymentMutation represents an operation that mutates the Payment nodes in the graph.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hookledger/hookledger/ent/deliverystat"
 	"github.com/hookledger/hookledger/ent/githubbranch"
+	"github.com/hookledger/hookledger/ent/ledgeridentity"
 	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/replaywatermark"
 	"github.com/hookledger/hookledger/ent/schema"
@@ -58,6 +59,16 @@ func init() {
 	githubbranch.DefaultUpdatedAt = githubbranchDescUpdatedAt.Default.(func() time.Time)
 	// githubbranch.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
 	githubbranch.UpdateDefaultUpdatedAt = githubbranchDescUpdatedAt.UpdateDefault.(func() time.Time)
+	ledgeridentityFields := schema.LedgerIdentity{}.Fields()
+	_ = ledgeridentityFields
+	// ledgeridentityDescIdentity is the schema descriptor for identity field.
+	ledgeridentityDescIdentity := ledgeridentityFields[1].Descriptor()
+	// ledgeridentity.IdentityValidator is a validator for the "identity" field. It is called by the builders before save.
+	ledgeridentity.IdentityValidator = ledgeridentityDescIdentity.Validators[0].(func(string) error)
+	// ledgeridentityDescRenewedAt is the schema descriptor for renewed_at field.
+	ledgeridentityDescRenewedAt := ledgeridentityFields[2].Descriptor()
+	// ledgeridentity.DefaultRenewedAt holds the default value on creation for the renewed_at field.
+	ledgeridentity.DefaultRenewedAt = ledgeridentityDescRenewedAt.Default.(func() time.Time)
 	paymentFields := schema.Payment{}.Fields()
 	_ = paymentFields
 	// paymentDescNamespace is the schema descriptor for namespace field.

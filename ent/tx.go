@@ -18,6 +18,8 @@ type Tx struct {
 	DeliveryStat *DeliveryStatClient
 	// GitHubBranch is the client for interacting with the GitHubBranch builders.
 	GitHubBranch *GitHubBranchClient
+	// LedgerIdentity is the client for interacting with the LedgerIdentity builders.
+	LedgerIdentity *LedgerIdentityClient
 	// Payment is the client for interacting with the Payment builders.
 	Payment *PaymentClient
 	// ReplayWatermark is the client for interacting with the ReplayWatermark builders.
@@ -163,6 +165,7 @@ func (tx *Tx) Client() *Client {
 func (tx *Tx) init() {
 	tx.DeliveryStat = NewDeliveryStatClient(tx.config)
 	tx.GitHubBranch = NewGitHubBranchClient(tx.config)
+	tx.LedgerIdentity = NewLedgerIdentityClient(tx.config)
 	tx.Payment = NewPaymentClient(tx.config)
 	tx.ReplayWatermark = NewReplayWatermarkClient(tx.config)
 	tx.Subscription = NewSubscriptionClient(tx.config)

@@ -33,6 +33,18 @@ func (f GitHubBranchFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.GitHubBranchMutation", m)
 }
 
+// The LedgerIdentityFunc type is an adapter to allow the use of ordinary
+// function as LedgerIdentity mutator.
+type LedgerIdentityFunc func(context.Context, *ent.LedgerIdentityMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f LedgerIdentityFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.LedgerIdentityMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.LedgerIdentityMutation", m)
+}
+
 // The PaymentFunc type is an adapter to allow the use of ordinary
 // function as Payment mutator.
 type PaymentFunc func(context.Context, *ent.PaymentMutation) (ent.Value, error)

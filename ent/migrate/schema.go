@@ -54,6 +54,18 @@ var (
 			},
 		},
 	}
+	// LedgerIdentityColumns holds the columns for the "ledger_identity" table.
+	LedgerIdentityColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "identity", Type: field.TypeString},
+		{Name: "renewed_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+	}
+	// LedgerIdentityTable holds the schema information for the "ledger_identity" table.
+	LedgerIdentityTable = &schema.Table{
+		Name:       "ledger_identity",
+		Columns:    LedgerIdentityColumns,
+		PrimaryKey: []*schema.Column{LedgerIdentityColumns[0]},
+	}
 	// PaymentColumns holds the columns for the "payment" table.
 	PaymentColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
@@ -246,6 +258,7 @@ var (
 	Tables = []*schema.Table{
 		DeliveryStatTable,
 		GithubBranchTable,
+		LedgerIdentityTable,
 		PaymentTable,
 		ReplayWatermarkTable,
 		SubscriptionTable,
@@ -261,6 +274,9 @@ func init() {
 	}
 	GithubBranchTable.Annotation = &entsql.Annotation{
 		Table: "github_branch",
+	}
+	LedgerIdentityTable.Annotation = &entsql.Annotation{
+		Table: "ledger_identity",
 	}
 	PaymentTable.Annotation = &entsql.Annotation{
 		Table: "payment",

@@ -12,6 +12,9 @@ type DeliveryStat func(*sql.Selector)
 // GitHubBranch is the predicate function for githubbranch builders.
 type GitHubBranch func(*sql.Selector)
 
+// LedgerIdentity is the predicate function for ledgeridentity builders.
+type LedgerIdentity func(*sql.Selector)
+
 // Payment is the predicate function for payment builders.
 type Payment func(*sql.Selector)
 

@@ -158,7 +158,9 @@ func (h *handler) receive(c *gin.Context) {
 	}
 	log = log.WithLazy(zap.String("event_id", ev.ID), zap.String("event_type", ev.Type))
 
-	if h.cfg.ShortCircuit.Seen(c.Request.Context(), src.Name, claim.Namespace, claim.EventID) {
+	// A replay never asks Redis: it exists to bring back what the ledger
+	// may lack, and only the ledger can say.
+	if !claim.Replayed && h.cfg.ShortCircuit.Seen(c.Request.Context(), src.Name, claim.Namespace, claim.EventID) {
 		h.answer(c, src.Name, metrics.OutcomeDuplicate, http.StatusOK, Response{Status: "duplicate", EventID: ev.ID})
 		return
 	}

@@ -1,0 +1,2 @@
+-- reverse: create "ledger_identity" table
+DROP TABLE "ledger_identity";
