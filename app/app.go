@@ -145,7 +145,7 @@ func (a *App) registerModules() {
 		Base: a.cfg.StripeAPIBase, Key: a.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 5 * time.Second}}})
 	payment.Register(a.registry, payment.Config{DB: a.db, Sender: payment.LogSender{Logger: a.log.Named("receipt")}})
 	usage.Register(a.registry)
-	thin.Register(a.registry, thin.Config{DB: a.db, API: provider.StripeAPI{
+	thin.Register(a.registry, thin.Config{API: provider.StripeAPI{
 		Base: a.cfg.StripeAPIBase, Key: a.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 10 * time.Second}}})
 	branchhead.Register(a.registry)
 	if a.cfg.ReconcileInterval > 0 {

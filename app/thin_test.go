@@ -113,7 +113,7 @@ func TestThinEventsGiveTheSnapshotRows(t *testing.T) {
 			subscription.Register(h.Registry, subscription.Config{DB: h.DB.SQL, Metrics: h.Metrics,
 				StripeAPI: provider.StripeAPI{Base: api.URL, Key: "sk_test_thin"}})
 			payment.Register(h.Registry, payment.Config{DB: h.DB.SQL, Sender: nopSender{}})
-			thin.Register(h.Registry, thin.Config{DB: h.DB.SQL, API: provider.StripeAPI{Base: api.URL, Key: "sk_test_thin"}})
+			thin.Register(h.Registry, thin.Config{API: provider.StripeAPI{Base: api.URL, Key: "sk_test_thin"}})
 		})
 		scenario(h)
 		quiet(t, h)

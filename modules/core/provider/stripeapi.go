@@ -21,7 +21,11 @@ type StripeAPI struct {
 // 404 for an object Stripe does not have, 401/403 for the key, a request
 // that cannot be made. Every other failure (the network, 429, 5xx) is worth
 // retrying.
-type APIRefusal struct{ Status string }
+type APIRefusal struct {
+	Status string
+	// Code is the HTTP status Stripe answered; 0 when no request was made.
+	Code int
+}
 
 func (e *APIRefusal) Error() string { return "Stripe answered " + e.Status }
 
@@ -52,7 +56,7 @@ func (api StripeAPI) Get(ctx context.Context, path, stripeContext string, v any)
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return fmt.Errorf("GET %s: Stripe answered %s", path, resp.Status)
 	default:
-		return &APIRefusal{Status: resp.Status + " to GET " + path}
+		return &APIRefusal{Status: resp.Status + " to GET " + path, Code: resp.StatusCode}
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(v); err != nil {
 		return fmt.Errorf("GET %s: %w", path, err)

@@ -4,16 +4,18 @@
 //
 // For a thin event of an API v1 resource ("v1." + a snapshot type, such as
 // v1.customer.subscription.updated) whose snapshot type some module
-// handles, the apply inserts a stripe_thin_fetch job in its own
-// transaction and settles; Stripe is never called on the ack path nor
-// while the ledger row is locked. The job reads the related object from
-// Stripe's API (STRIPE_API_BASE, STRIPE_API_KEY; Stripe-Context from the
-// event's context; GET /v2/core/events/{id} first when the delivery names
-// no related object), and runs the snapshot type's own handlers on the
-// snapshot event the object makes, in one transaction: the same business
-// rows come out whether an account sends snapshot or thin events. An API
-// outage retries with the apply's backoff; a 404, or a refused key, ends
-// the job.
+// handles, the apply reads the related object from Stripe's API
+// (STRIPE_API_BASE, STRIPE_API_KEY; Stripe-Context from the event's
+// context; GET /v2/core/events/{id} first when the delivery names no
+// related object), each call within ten seconds, and runs the snapshot
+// type's own handlers on the snapshot event the object makes, in the same
+// transaction: the same business rows come out whether an account sends
+// snapshot or thin events, and the fetch's outcome is the event's. Stripe
+// is never called on the ack path. Stripe unreachable or failing, or a key
+// it refuses (401, 403), fails the apply like any handler failure: the row
+// is failed with the reason and River retries it on the apply's policy
+// (72 hours), and a requeue after fixing the key applies it; a 404 fails
+// it for good, recorded.
 //
 // Twins: while an account migrates, Stripe sends a change both as a
 // snapshot event and as its thin version, whose snapshot_event names the
@@ -24,6 +26,6 @@
 // upsert, a merge whose amounts only grow, one receipt per payment), so
 // either order ends with the same rows.
 //
-// The package owns no table and serves no route; its job kind is
-// stripe_thin_fetch.
+// The package owns no table, serves no route and has no job kind of its
+// own.
 package thin

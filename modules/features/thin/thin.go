@@ -2,17 +2,14 @@ package thin
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
-	"entgo.io/ent/dialect"
-	entsql "entgo.io/ent/dialect/sql"
-
-	"github.com/hookledger/hookledger/ent"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/provider"
@@ -20,26 +17,21 @@ import (
 
 // Config holds the module's dependencies.
 type Config struct {
-	// DB is where the fetch job reads the thin event and writes what its
-	// object says.
-	DB *sql.DB
-	// API is Stripe's, where the fetch job reads the related object.
+	// API is Stripe's, where the apply reads the related object.
 	API provider.StripeAPI
 }
 
-// Register adds the handler of Stripe's v1 thin events and the fetch
-// worker. Register it after the modules whose snapshot types it relays;
-// it looks their handlers up when an event is applied.
+// Register adds the handler of Stripe's v1 thin events. Register it after
+// the modules whose snapshot types it relays; it looks their handlers up
+// when an event is applied.
 func Register(reg *ledger.Registry, cfg Config) {
-	m := &module{cfg: cfg, reg: reg, ent: ent.NewClient(ent.Driver(entsql.OpenDB(dialect.Postgres, cfg.DB)))}
+	m := &module{cfg: cfg, reg: reg}
 	reg.Handle("stripe", "v1.*", m.apply)
-	ledger.AddWorker(reg, &fetchWorker{m: m})
 }
 
 type module struct {
 	cfg Config
 	reg *ledger.Registry
-	ent *ent.Client
 }
 
 // event is the part of a thin event used.
@@ -74,34 +66,87 @@ func decode(payload []byte) (event, error) {
 	return te, nil
 }
 
-// apply links the event to its snapshot twin or schedules the fetch of its
-// object, in the apply transaction. Types whose snapshot no module handles
-// settle with no effect, as any unhandled type.
+// apply fetches the object a thin event names and runs the snapshot type's
+// handlers on the snapshot event it makes, in the apply transaction: the
+// fetch's outcome is the event's. A thin event whose snapshot twin is in
+// the ledger leaves the change to it; types whose snapshot no module
+// handles settle with no effect, as any unhandled type. Stripe unreachable
+// or failing (the network, 429, 5xx), a refused key (401, 403: it can be
+// fixed) or no key at all fail the apply, which River retries; an object
+// Stripe does not have (404) fails it for good.
 func (m *module) apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
 	snap := snapshotType(ev.Type)
-	if len(m.reg.Handlers("stripe", snap)) == 0 {
+	handlers := m.reg.Handlers("stripe", snap)
+	if len(handlers) == 0 {
 		return nil
 	}
 	te, err := decode(ev.Payload)
 	if err != nil {
 		return err
 	}
-	if m.cfg.API.Key == "" {
-		return ledger.Permanent(fmt.Errorf("%s is a thin event, which carries no state: set STRIPE_API_KEY so it can be fetched, then requeue it", ev.Type))
-	}
-	if twin, err := twinInLedger(ctx, tx.Ent, ev.Namespace, te.SnapshotEvent); err != nil || twin {
+	if twin, err := twinInLedger(ctx, tx, ev.Namespace, te.SnapshotEvent); err != nil || twin {
 		return err
 	}
-	return tx.InsertJob(ctx, FetchArgs{Namespace: ev.Namespace, EventID: ev.EventID}, nil)
+	if m.cfg.API.Key == "" {
+		return fmt.Errorf("%s is a thin event, which carries no state: set STRIPE_API_KEY so that its object can be fetched", ev.Type)
+	}
+	obj, err := object(ctx, m.cfg.API, te)
+	var refused *provider.APIRefusal
+	switch {
+	case errors.As(err, &refused) && (refused.Code == http.StatusUnauthorized || refused.Code == http.StatusForbidden):
+		return fmt.Errorf("fetch the object of %s: %w (check STRIPE_API_KEY)", te.ID, err)
+	case errors.As(err, &refused):
+		return ledger.Permanent(fmt.Errorf("fetch the object of %s: %w", te.ID, err))
+	case err != nil:
+		return fmt.Errorf("fetch the object of %s: %w", te.ID, err)
+	}
+	payload, err := snapshot(te, obj)
+	if err != nil {
+		return ledger.Permanent(err)
+	}
+	// The snapshot type's handlers insert their jobs (a payment's receipt)
+	// in this transaction.
+	sev := &ledger.Event{Namespace: ev.Namespace, EventID: te.ID, Provider: ev.Provider, Source: ev.Source,
+		Type: snap, Payload: payload, OccurredAt: te.Created, Replayed: ev.Replayed, Forced: ev.Forced}
+	for _, h := range handlers {
+		if err := h(ctx, tx, sev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// object returns the thin event's related object as the API serves it,
+// reading the event from GET /v2/core/events/{id} first when the delivery
+// names none.
+func object(ctx context.Context, api provider.StripeAPI, te event) (json.RawMessage, error) {
+	rel := te.RelatedObject
+	if rel == nil || rel.URL == "" {
+		var full event
+		if err := api.Get(ctx, "/v2/core/events/"+url.PathEscape(te.ID), te.Context, &full); err != nil {
+			return nil, err
+		}
+		if rel = full.RelatedObject; rel == nil || rel.URL == "" {
+			return nil, &provider.APIRefusal{Status: "an event without a related object"}
+		}
+	}
+	if !strings.HasPrefix(rel.URL, "/v1/") || strings.ContainsAny(rel.URL, "?#") || strings.Contains(rel.URL, "..") {
+		return nil, &provider.APIRefusal{Status: fmt.Sprintf("a related object URL that is not a v1 API path (%q)", rel.URL)}
+	}
+	var obj json.RawMessage
+	if err := api.Get(ctx, rel.URL, te.Context, &obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
 }
 
 // twinInLedger reports whether the snapshot event id is in the namespace's
 // ledger: that event applies the change.
-func twinInLedger(ctx context.Context, client *ent.Client, namespace, snapshotID string) (bool, error) {
+func twinInLedger(ctx context.Context, tx *ledger.Tx, namespace, snapshotID string) (bool, error) {
 	if snapshotID == "" {
 		return false, nil
 	}
-	ok, err := client.WebhookEvent.Query().Where(webhookevent.Namespace(namespace), webhookevent.EventID(snapshotID)).Exist(ctx)
+	ok, err := tx.Ent.WebhookEvent.Query().Where(webhookevent.Namespace(namespace), webhookevent.EventID(snapshotID)).Exist(ctx)
 	if err != nil {
 		return false, fmt.Errorf("look up snapshot twin %s: %w", snapshotID, err)
 	}

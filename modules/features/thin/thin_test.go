@@ -2,6 +2,7 @@ package thin_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -11,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookledger/hookledger/migrations"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/provider"
 	"github.com/hookledger/hookledger/modules/features/thin"
@@ -27,6 +30,7 @@ type fakeStripe struct {
 	mu       sync.Mutex
 	bodies   map[string]string // path -> JSON
 	outages  int               // answers 503 to this many requests first
+	refuse   bool              // answers 401 (a key Stripe refuses) while set
 	requests []request
 }
 
@@ -38,6 +42,10 @@ func newFakeStripe(t *testing.T, bodies map[string]string) *fakeStripe {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.requests = append(f.requests, request{r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Stripe-Context")})
+		if f.refuse {
+			http.Error(w, `{"error":{"type":"invalid_request_error","message":"Invalid API Key provided"}}`, http.StatusUnauthorized)
+			return
+		}
 		if f.outages > 0 {
 			f.outages--
 			http.Error(w, `{"error":{"message":"unavailable"}}`, http.StatusServiceUnavailable)
@@ -91,18 +99,19 @@ func setup(t *testing.T, key string, bodies map[string]string) *fixture {
 	f := &fixture{api: newFakeStripe(t, bodies), applied: &applied{}}
 	f.Harness = ledgertest.New(t, 2, func(h *ledgertest.Harness) {
 		h.Registry.Handle("stripe", "customer.subscription.updated", f.applied.handle)
-		thin.Register(h.Registry, thin.Config{DB: h.DB.SQL, API: provider.StripeAPI{Base: f.api.URL, Key: key}})
+		thin.Register(h.Registry, thin.Config{API: provider.StripeAPI{Base: f.api.URL, Key: key}})
 	})
 	return f
 }
 
-// jobState waits for the event's fetch job to reach a final state.
+// jobState waits for the event's apply job to reach a final state.
 func (f *fixture) jobState(t *testing.T, eventID string) (state string, attempt int) {
 	t.Helper()
 	dbtest.Eventually(t, func() bool {
-		err := f.DB.SQL.QueryRow(`SELECT state, attempt FROM river_job WHERE kind = 'stripe_thin_fetch' AND args->>'event_id' = $1`, eventID).Scan(&state, &attempt)
+		err := f.DB.SQL.QueryRow(`SELECT state, attempt FROM river_job WHERE kind = 'apply_event' AND args->>'event_id' = $1
+			ORDER BY id DESC LIMIT 1`, eventID).Scan(&state, &attempt)
 		return err == nil && (state == "completed" || state == "cancelled" || state == "discarded")
-	}, "fetch job of %s never finished", eventID)
+	}, "apply job of %s never finished", eventID)
 	return state, attempt
 }
 
@@ -172,6 +181,9 @@ func TestThinFetchRetriesAnOutage(t *testing.T) {
 	require.Len(t, f.applied.all(), 1)
 }
 
+// TestThinFetchNotFoundIsPermanent: an object Stripe does not have fails
+// the thin event for good, with the reason on its row: it never settles
+// with nothing applied.
 func TestThinFetchNotFoundIsPermanent(t *testing.T) {
 	t.Parallel()
 	f := setup(t, "sk_test_thin", map[string]string{})
@@ -180,7 +192,35 @@ func TestThinFetchNotFoundIsPermanent(t *testing.T) {
 	require.Equal(t, "cancelled", state)
 	require.Equal(t, 1, attempt)
 	require.Empty(t, f.applied.all())
-	require.Equal(t, "settled", f.Row(t, "stripe", "evt_thin_4").Status, "the thin event itself was applied: its job was scheduled")
+	row := f.Row(t, "stripe", "evt_thin_4")
+	require.Equal(t, "failed", row.Status, "the fetch's outcome is the event's")
+	require.Contains(t, row.LastError.String, "404")
+}
+
+// TestThinFetchWithARefusedKeyRetriesAndRecovers: a key Stripe refuses
+// (401, as after a rotation) fails the thin event with the reason and
+// River retries it; once the key works again the event is applied.
+func TestThinFetchWithARefusedKeyRetriesAndRecovers(t *testing.T) {
+	t.Parallel()
+	f := setup(t, "sk_test_thin", map[string]string{"/v1/subscriptions/sub_1": subscriptionJSON})
+	f.api.mu.Lock()
+	f.api.refuse = true
+	f.api.mu.Unlock()
+	f.Claim(t, "stripe", "evt_thin_7", "v1.customer.subscription.updated", thinEvent("evt_thin_7", "v1.customer.subscription.updated", relatedSub))
+	dbtest.Eventually(t, func() bool {
+		return f.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND state = 'retryable'
+			AND args->>'event_id' = 'evt_thin_7'`) == 1
+	}, "the refused fetch is a River error that will be retried")
+	row := f.Row(t, "stripe", "evt_thin_7")
+	require.Equal(t, "failed", row.Status)
+	require.Contains(t, row.LastError.String, "401")
+	require.Empty(t, f.applied.all())
+
+	f.api.mu.Lock()
+	f.api.refuse = false
+	f.api.mu.Unlock()
+	f.WaitSettled(t, "stripe", "evt_thin_7")
+	require.Len(t, f.applied.all(), 1)
 }
 
 func TestThinEventWithItsTwinInTheLedgerFetchesNothing(t *testing.T) {
@@ -192,7 +232,6 @@ func TestThinEventWithItsTwinInTheLedgerFetchesNothing(t *testing.T) {
 	f.Claim(t, "stripe", "evt_thin_5", "v1.customer.subscription.updated",
 		thinEvent("evt_thin_5", "v1.customer.subscription.updated", relatedSub+`,"snapshot_event":"evt_snap_5"`))
 	f.WaitSettled(t, "stripe", "evt_thin_5")
-	require.Zero(t, f.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'stripe_thin_fetch'`))
 	require.Empty(t, f.api.seen())
 	require.Len(t, f.applied.all(), 1, "the snapshot only")
 }
@@ -213,7 +252,36 @@ func TestThinEventOfAnUnhandledTypeSettles(t *testing.T) {
 	require.NoError(t, err)
 	f.Claim(t, "stripe", "evt_234", "v1.billing.meter.error_report_triggered", body)
 	f.WaitSettled(t, "stripe", "evt_234")
-	require.Zero(t, f.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'stripe_thin_fetch'`))
 	require.Empty(t, f.api.seen())
 	require.True(t, strings.HasPrefix(f.Registry.LabelType("stripe", "v1.billing.meter.error_report_triggered"), "v1."))
+}
+
+// TestUpgradeFailsThinEventsWhoseFetchGaveUp: a thin event whose fetch job
+// gave up before the upgrade was left settled with nothing applied; the
+// upgrade makes it failed with the reason, and a waiting fetch job becomes
+// the event's apply job, which applies it.
+func TestUpgradeFailsThinEventsWhoseFetchGaveUp(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Empty(t)
+	open := func() *sql.DB { return stdlib.OpenDBFromPool(db.Pool) }
+	require.NoError(t, migrations.UpTo(open(), 20261203193711))
+	for _, r := range []struct{ id, state string }{{"evt_gave_up", "cancelled"}, {"evt_waiting", "retryable"}} {
+		_, err := db.SQL.Exec(`INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, status, attempts, settled_at)
+			VALUES ('stripe', $1, 'stripe', 'stripe', 'v1.customer.subscription.updated', $2, 'settled', 1, now())`,
+			r.id, string(thinEvent(r.id, "v1.customer.subscription.updated", relatedSub)))
+		require.NoError(t, err)
+		_, err = db.SQL.Exec(`INSERT INTO river_job (kind, args, state, attempt, max_attempts, queue, priority, errors, finalized_at)
+			VALUES ('stripe_thin_fetch', jsonb_build_object('namespace', 'stripe', 'event_id', $1::text), $2::river_job_state, 1, 20, 'default', 1,
+				ARRAY['{"attempt":1,"at":"2026-12-01T00:00:00Z","error":"Stripe answered 401 Unauthorized"}'::jsonb],
+				CASE WHEN $2::text = 'cancelled' THEN now() END)`, r.id, r.state)
+		require.NoError(t, err)
+	}
+	require.NoError(t, migrations.Up(open()))
+
+	var status, lastError string
+	require.NoError(t, db.SQL.QueryRow(`SELECT status, last_error FROM webhook_event WHERE event_id = 'evt_gave_up'`).Scan(&status, &lastError))
+	require.Equal(t, "failed", status)
+	require.Contains(t, lastError, "401")
+	require.Equal(t, 1, db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_waiting' AND status = 'claimed'`))
+	require.Equal(t, 1, db.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND args = '{"namespace":"stripe","event_id":"evt_waiting"}'`))
 }

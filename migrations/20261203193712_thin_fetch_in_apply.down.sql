@@ -1,0 +1,2 @@
+-- The events stay as the upgrade left them: their apply jobs apply them.
+SELECT 1;
