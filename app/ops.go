@@ -1,6 +1,7 @@
 package app
 
 import (
+	"database/sql"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,7 @@ import (
 // the ledger, on an insert-only River client (no HTTP, no workers).
 type opsEnv struct {
 	cfg   *config.Config
+	db    *sql.DB
 	store *ledger.Store
 	close func()
 }
@@ -59,7 +61,7 @@ func openOps(ctx context.Context) (*opsEnv, error) {
 		closeAll()
 		return nil, err
 	}
-	return &opsEnv{cfg: cfg, store: ledger.NewStore(db, jobs, ledger.StoreOptions{}), close: closeAll}, nil
+	return &opsEnv{cfg: cfg, db: db, store: ledger.NewStore(db, jobs, ledger.StoreOptions{}), close: closeAll}, nil
 }
 
 // parseWhen reads a point in time: RFC 3339, Unix seconds, or a duration
@@ -74,12 +76,12 @@ func parseWhen(flag, v string, now time.Time) (time.Time, error) {
 
 func eventsCommand(t terminal) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "events list|show|requeue",
-		Short: "Inspect the ledger and requeue events",
+		Use:   "events list|show|requeue|discard",
+		Short: "Inspect the ledger, and requeue or discard events",
 		Args:  cobra.ArbitraryArgs,
 		RunE:  groupRun,
 	}
-	cmd.AddCommand(eventsListCommand(), eventsShowCommand(), eventsRequeueCommand(t))
+	cmd.AddCommand(eventsListCommand(), eventsShowCommand(), eventsRequeueCommand(t), eventsDiscardCommand())
 	return cmd
 }
 
@@ -90,13 +92,13 @@ type filterFlags struct {
 
 func (f *filterFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.status, "status", "", "claimed, processing, settled or failed")
+	fl.StringVar(&f.status, "status", "", "claimed, processing, settled, failed or discarded")
 	fl.StringVar(&f.source, "source", "", "source name")
 	fl.StringVar(&f.typ, "type", "", "event type; a trailing * matches a family (invoice.*)")
 	fl.StringVar(&f.namespace, "namespace", "", "ledger namespace")
 	fl.StringVar(&f.since, "since", "", "received at or after: RFC 3339, Unix seconds or a duration ago (2h)")
 	fl.StringVar(&f.until, "until", "", "received before: RFC 3339, Unix seconds or a duration ago")
-	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions([]string{"claimed", "processing", "settled", "failed"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions([]string{"claimed", "processing", "settled", "failed", "discarded"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // selects reports whether any filter that narrows a bulk change is set.
@@ -107,7 +109,7 @@ func (f *filterFlags) selects() bool {
 func (f *filterFlags) build() (ledger.Filter, error) {
 	lf := ledger.Filter{Status: webhookevent.Status(f.status), Source: f.source, Type: f.typ, Namespace: f.namespace}
 	if lf.Status != "" && !ledger.ValidStatus(lf.Status) {
-		return lf, usageError("--status %q: want claimed, processing, settled or failed", lf.Status)
+		return lf, usageError("--status %q: want claimed, processing, settled, failed or discarded", lf.Status)
 	}
 	now := time.Now()
 	var err error
@@ -118,8 +120,10 @@ func (f *filterFlags) build() (ledger.Filter, error) {
 	return lf, err
 }
 
-// lastErrorWidth is how much of last_error the table shows.
-const lastErrorWidth = 60
+// lastErrorWidth is how much of the first line of last_error (or of a
+// discard's reason) the table shows: room for the handler's name and its
+// reason ("subscription.applyStripe: ..."), cut only past that.
+const lastErrorWidth = 200
 
 func eventsListCommand() *cobra.Command {
 	var (
@@ -133,7 +137,12 @@ func eventsListCommand() *cobra.Command {
 		Short: "List ledger rows, newest first",
 		Long: `List ledger rows newest first, a page at a time. The table ends with the
 --after value of the next page; --json prints {"events":[...],"next":"..."}
-as the admin API does (next is "" on the last page).`,
+as the admin API does (next is "" on the last page).
+
+STATUS says "settled (unhandled)" for an event that settled with no handler
+matching its type. LAST ERROR is the first line of the last failure
+("module.handler: reason"), or, for a discarded event, the reason it was
+discarded.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := filters.build()
@@ -183,12 +192,8 @@ func printEvents(w io.Writer, rows []*ent.WebhookEvent, next int64, asJSON bool)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RECEIVED\tNAMESPACE\tEVENT ID\tTYPE\tSTATUS\tATTEMPTS\tLAST ERROR")
 	for _, r := range rows {
-		lastErr := ""
-		if r.LastError != nil {
-			lastErr = shorten(strings.SplitN(*r.LastError, "\n", 2)[0], lastErrorWidth)
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ReceivedAt.UTC().Format(time.RFC3339), r.Namespace, r.EventID,
-			r.EventType, r.Status, r.Attempts, lastErr)
+			r.EventType, statusOf(r), r.Attempts, noteOf(r))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -197,6 +202,29 @@ func printEvents(w io.Writer, rows []*ent.WebhookEvent, next int64, asJSON bool)
 		fmt.Fprintf(w, "more: --after %s\n", cursor)
 	}
 	return nil
+}
+
+// statusOf is a row's status as the table shows it: "settled (unhandled)"
+// when no handler matched the event's type.
+func statusOf(r *ent.WebhookEvent) string {
+	if r.Status == webhookevent.StatusSettled && r.Handlers != nil && len(r.Handlers) == 0 {
+		return "settled (unhandled)"
+	}
+	return string(r.Status)
+}
+
+// noteOf is the table's last column: a discarded row's reason, else the
+// first line of its last error, cut at lastErrorWidth.
+func noteOf(r *ent.WebhookEvent) string {
+	var s string
+	switch {
+	case r.Status == webhookevent.StatusDiscarded && r.DiscardReason != nil:
+		s = "reason: " + *r.DiscardReason
+	case r.LastError != nil:
+		s = *r.LastError
+	}
+	s, _, _ = strings.Cut(s, "\n")
+	return shorten(strings.TrimSpace(s), lastErrorWidth)
 }
 
 // shorten cuts s to at most n runes, marking the cut.
@@ -213,7 +241,14 @@ func eventsShowCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show EVENT_ID [--namespace NS]",
 		Short: "Print one ledger row with its payload and its River job",
-		Args:  exactArgs(1, "one event id"),
+		Long: `Print one ledger row and its newest River apply job as JSON, the shape of
+GET /admin/events/{event_id}: the event with its payload, the modules that
+applied it (handlers: [] when none matched, null before its first apply),
+its failure history (failures: attempt, job_id, at, handler, error), and
+discard_reason when discarded; the job with its state, attempt,
+max_attempts, scheduled_at (the next retry of a waiting job) and River's
+errors.`,
+		Args: exactArgs(1, "one event id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			env, err := openOps(cmd.Context())
 			if err != nil {
@@ -230,7 +265,7 @@ func eventsShowCommand() *cobra.Command {
 			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
-			return enc.Encode(map[string]any{"event": admin.EventOf(row, true), "job": job})
+			return enc.Encode(map[string]any{"event": admin.EventOf(row, true), "job": admin.JobOf(job)})
 		},
 	}
 	cmd.Flags().StringVar(&ns, "namespace", "", "ledger namespace, when the id is ambiguous")
@@ -252,7 +287,8 @@ transaction each: River's existing job when it still has it, else a new one.
 
 With ids, exactly the named events are requeued, whatever the order of ids
 and flags. Without ids, a filter (--status, --source, --type, --since,
---until) or --all selects them: failed events, or settled ones with --force.
+--until) or --all selects them: failed events (or discarded ones with
+--status discarded), or settled ones with --force.
 A bulk requeue of more than one event shows the count and asks for
 confirmation on a terminal; without a terminal it needs --yes.
 
@@ -282,8 +318,8 @@ handler.`,
 			case f.Status == "":
 				f.Status = webhookevent.StatusFailed
 			}
-			if f.Status != webhookevent.StatusFailed && !(f.Status == webhookevent.StatusSettled && force) {
-				return usageError("requeue takes failed events, or settled ones with --force")
+			if !admin.Requeueable(f.Status, force) {
+				return usageError("requeue takes failed or discarded events, or settled ones with --force")
 			}
 			return requeueBulk(cmd.Context(), t, f, force, bulk)
 		},
@@ -324,6 +360,71 @@ func requeueIDs(ctx context.Context, w io.Writer, ns string, ids []string, force
 			continue
 		}
 		fmt.Fprintf(w, "%s/%s: %s\n", r.Namespace, r.EventID, res)
+	}
+	return errors.Join(failed...)
+}
+
+func eventsDiscardCommand() *cobra.Command {
+	var ns, reason string
+	cmd := &cobra.Command{
+		Use:   "discard ID... --reason TEXT [--namespace NS]",
+		Short: "Put away events that will not be applied, with the reason",
+		Long: `Mark the named events discarded with the reason: they leave the backlog
+and oldest-pending, their apply jobs that River would still run are
+cancelled, and /admin/stats counts them as discarded. For an event that
+will never apply (a poison payload, a customer that no longer exists).
+Settled events cannot be discarded. "hookledger events requeue ID" brings a
+discarded event back.
+
+Every id is looked up before any is changed, so a typo changes nothing. An
+event being applied right now is refused; run the command again when its
+apply ends.`,
+		Example: `  hookledger events discard evt_1Pgc6r --reason "customer deleted in Stripe"
+  hookledger events discard --namespace stripe evt_1 evt_2 --reason "test mode events"`,
+		RunE: func(cmd *cobra.Command, ids []string) error {
+			if len(ids) == 0 {
+				return usageError("name the event ids to discard")
+			}
+			if strings.TrimSpace(reason) == "" {
+				return usageError("--reason is required: say why the events will not be applied")
+			}
+			return discardIDs(cmd.Context(), cmd.OutOrStdout(), ns, ids, reason)
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why the events will not be applied (required)")
+	cmd.Flags().StringVar(&ns, "namespace", "", "ledger namespace, when an id is ambiguous")
+	return cmd
+}
+
+// discardIDs discards exactly the named events, printing a line for each.
+// Every id is looked up before any is changed, so a typo or a settled event
+// among them changes nothing.
+func discardIDs(ctx context.Context, w io.Writer, ns string, ids []string, reason string) error {
+	env, err := openOps(ctx)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	rows := make([]*ent.WebhookEvent, len(ids))
+	for i, id := range ids {
+		if rows[i], err = env.store.Find(ctx, ns, id); err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		if rows[i].Status == webhookevent.StatusSettled {
+			return fmt.Errorf("%s/%s: %w", rows[i].Namespace, rows[i].EventID, ledger.ErrNotDiscardable)
+		}
+	}
+	var failed []error
+	for _, r := range rows {
+		row, err := env.store.Discard(ctx, r.Namespace, r.EventID, reason)
+		switch {
+		case errors.Is(err, ledger.ErrBeingApplied):
+			failed = append(failed, fmt.Errorf("%s/%s: %w; try again when it ends", r.Namespace, r.EventID, err))
+		case err != nil:
+			failed = append(failed, fmt.Errorf("%s/%s: %w", r.Namespace, r.EventID, err))
+		default:
+			fmt.Fprintf(w, "%s/%s: discarded (%s)\n", row.Namespace, row.EventID, noteOf(row))
+		}
 	}
 	return errors.Join(failed...)
 }

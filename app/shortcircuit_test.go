@@ -393,3 +393,21 @@ func TestRedisNeverHidesWhatTheLedgerLacks(t *testing.T) {
 	other := startOn(t, fresh, env, config.RoleAll)
 	deliver(other, signed(body, now), "claimed")
 }
+
+// TestRedisForgetCommand: `hookledger redis forget` renews the ledger's
+// identity, which every marker key carries.
+func TestRedisForgetCommand(t *testing.T) {
+	s := start(t, nil)
+	t.Setenv("DATABASE_URL", s.db.URL)
+	before, err := ledger.Identity(context.Background(), s.db.SQL)
+	require.NoError(t, err)
+	code, stdout, stderr := run("redis", "forget")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "ledger identity renewed")
+	after, err := ledger.Identity(context.Background(), s.db.SQL)
+	require.NoError(t, err)
+	require.NotEqual(t, before, after)
+	require.Regexp(t, `^[0-9a-f]{32}$`, after)
+	code, _, _ = run("redis", "forget", "extra")
+	require.Equal(t, 2, code, "unknown arguments are usage errors")
+}
