@@ -66,6 +66,7 @@ func TestAdminAuth(t *testing.T) {
 	}{
 		{"GET", "/admin/events", http.StatusOK}, {"GET", "/admin/events/evt_x", http.StatusNotFound},
 		{"POST", "/admin/events/evt_x/requeue", http.StatusNotFound}, {"POST", "/admin/events/requeue?status=failed", http.StatusOK},
+		{"POST", "/admin/events/evt_x/discard", http.StatusBadRequest}, {"POST", "/admin/events/requeue?status=discarded", http.StatusOK},
 		{"GET", "/admin/stats", http.StatusOK}, {"GET", "/riverui/", http.StatusOK},
 	}
 	for _, p := range paths {
@@ -153,9 +154,14 @@ func TestAdminEventsAPI(t *testing.T) {
 	ev := out["event"].(map[string]any)
 	require.Equal(t, "settled", ev["status"])
 	require.Equal(t, "evt_list_3", ev["payload"].(map[string]any)["id"])
+	require.Equal(t, []any{}, ev["handlers"], "no module handles invoice.created")
+	require.Equal(t, []any{}, ev["failures"])
+	require.NotContains(t, ev, "discard_reason")
 	job := out["job"].(map[string]any)
 	require.Equal(t, "completed", job["state"])
 	require.Equal(t, 1.0, job["attempt"])
+	require.Equal(t, "apply_event", job["kind"])
+	require.Nil(t, job["scheduled_at"])
 
 	code, _, _ = s.admin(t, "GET", "/admin/events/evt_nope", auth)
 	require.Equal(t, http.StatusNotFound, code)
@@ -224,7 +230,7 @@ func TestRequeueFailed(t *testing.T) {
 	code, out, _ = s.admin(t, "GET", "/admin/stats", auth)
 	after := oldest()
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, map[string]any{"claimed": 0.0, "processing": 0.0, "settled": 0.0, "failed": 2.0}, out["by_status"])
+	require.Equal(t, map[string]any{"claimed": 0.0, "processing": 0.0, "settled": 0.0, "failed": 2.0, "discarded": 0.0}, out["by_status"])
 	got := int(out["oldest_pending_seconds"].(float64))
 	require.True(t, before <= got && got <= after, "oldest_pending_seconds %d, the ledger says %d to %d", got, before, after)
 }

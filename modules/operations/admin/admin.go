@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -19,13 +22,14 @@ import (
 	"github.com/hookledger/hookledger/modules/core/web"
 )
 
-// Ledger is what the admin API reads and requeues through: the methods of
+// Ledger is what the admin API reads, requeues and discards through: the methods of
 // *ledger.Store it uses.
 type Ledger interface {
 	List(ctx context.Context, f ledger.Filter) ([]*ent.WebhookEvent, int64, error)
 	Find(ctx context.Context, namespace, eventID string) (*ent.WebhookEvent, error)
 	FindJob(ctx context.Context, namespace, eventID string) (*ledger.Job, error)
 	Requeue(ctx context.Context, namespace, eventID string, force bool) (ledger.RequeueResult, error)
+	Discard(ctx context.Context, namespace, eventID, reason string) (*ent.WebhookEvent, error)
 	RequeueMatching(ctx context.Context, f ledger.Filter, force, dryRun bool) (ledger.RequeueCounts, error)
 	CountByStatus(ctx context.Context) (map[string]int64, bool, error)
 	Backlog(ctx context.Context) (ledger.Backlog, error)
@@ -55,6 +59,7 @@ func Routes(r gin.IRouter, cfg Config) {
 	g.GET("/events", h.list)
 	g.GET("/events/:event_id", h.show)
 	g.POST("/events/:event_id/requeue", h.requeueOne)
+	g.POST("/events/:event_id/discard", h.discard)
 	g.POST("/events/requeue", h.requeueMany)
 	g.GET("/stats", h.stats)
 	g.GET("/csrf", csrfToken(cfg.Token))
@@ -68,34 +73,103 @@ type handler struct{ cfg Config }
 
 // EventJSON is the JSON shape of a ledger row.
 type EventJSON struct {
-	EventID    string          `json:"event_id"`
-	Namespace  string          `json:"namespace"`
-	Source     string          `json:"source"`
-	EventType  string          `json:"event_type"`
-	Status     string          `json:"status"`
-	Attempts   int             `json:"attempts"`
-	LastError  *string         `json:"last_error"`
-	ReceivedAt time.Time       `json:"received_at"`
-	SettledAt  *time.Time      `json:"settled_at"`
-	Replayed   bool            `json:"replayed"`
-	Payload    json.RawMessage `json:"payload,omitempty"`
+	EventID    string     `json:"event_id"`
+	Namespace  string     `json:"namespace"`
+	Source     string     `json:"source"`
+	EventType  string     `json:"event_type"`
+	Status     string     `json:"status"`
+	Attempts   int        `json:"attempts"`
+	LastError  *string    `json:"last_error"`
+	ReceivedAt time.Time  `json:"received_at"`
+	SettledAt  *time.Time `json:"settled_at"`
+	Replayed   bool       `json:"replayed"`
+	// Handlers are the modules whose handlers applied the event at its
+	// last apply: [] when none matched its type, null before its first
+	// apply.
+	Handlers []string `json:"handlers"`
+	// DiscardReason is why an operator discarded the event; only on
+	// discarded rows.
+	DiscardReason *string `json:"discard_reason,omitempty"`
+	// Failures are the row's last handler failures, oldest first, kept
+	// after it recovers: [] when none; only in an event's detail.
+	Failures []FailureJSON   `json:"failures,omitzero"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
 }
 
-// EventOf converts a ledger row; withPayload adds the payload.
-func EventOf(r *ent.WebhookEvent, withPayload bool) EventJSON {
+// FailureJSON is one failed apply attempt of an event.
+type FailureJSON struct {
+	// Attempt is the row's apply attempt that failed.
+	Attempt int `json:"attempt"`
+	// JobID is the River job whose run failed; null when unknown.
+	JobID *int64    `json:"job_id"`
+	At    time.Time `json:"at"`
+	// Handler is the module and handler that failed ("subscription.applyStripe");
+	// null when the failure was not a handler's.
+	Handler *string `json:"handler"`
+	Error   string  `json:"error"`
+}
+
+// EventOf converts a ledger row; detail adds its payload and its failure
+// history.
+func EventOf(r *ent.WebhookEvent, detail bool) EventJSON {
 	e := EventJSON{
 		EventID: r.EventID, Namespace: r.Namespace, Source: r.Source, EventType: r.EventType,
 		Status: string(r.Status), Attempts: r.Attempts, LastError: r.LastError,
-		ReceivedAt: r.ReceivedAt.UTC(), Replayed: r.Replayed,
+		ReceivedAt: r.ReceivedAt.UTC(), Replayed: r.Replayed, Handlers: r.Handlers,
 	}
 	if r.SettledAt != nil {
 		t := r.SettledAt.UTC()
 		e.SettledAt = &t
 	}
-	if withPayload {
+	if r.Status == webhookevent.StatusDiscarded {
+		e.DiscardReason = r.DiscardReason
+	}
+	if detail {
 		e.Payload = json.RawMessage(r.Payload)
+		e.Failures = make([]FailureJSON, len(r.FailureLog))
+		for i, f := range r.FailureLog {
+			out := FailureJSON{Attempt: f.Attempt, At: f.At.UTC(), Error: f.Error}
+			if f.JobID != 0 {
+				out.JobID = &f.JobID
+			}
+			if f.Handler != "" {
+				out.Handler = &f.Handler
+			}
+			e.Failures[i] = out
+		}
 	}
 	return e
+}
+
+// JobJSON is the JSON shape of an event's newest apply job, as River
+// keeps it.
+type JobJSON struct {
+	ID          int64  `json:"id"`
+	Kind        string `json:"kind"`
+	State       string `json:"state"`
+	Attempt     int    `json:"attempt"`
+	MaxAttempts int    `json:"max_attempts"`
+	// ScheduledAt is River's next run of a job that waits (available,
+	// scheduled, retryable: the next retry); null otherwise.
+	ScheduledAt *time.Time `json:"scheduled_at"`
+	// Errors are River's, each "attempt N at TIME: text".
+	Errors []string `json:"errors"`
+}
+
+// JobOf converts an apply job; nil (River no longer has one) stays nil.
+func JobOf(j *ledger.Job) *JobJSON {
+	if j == nil {
+		return nil
+	}
+	out := &JobJSON{ID: j.ID, Kind: j.Kind, State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Errors: j.Errors}
+	if j.ScheduledAt != nil {
+		t := j.ScheduledAt.UTC()
+		out.ScheduledAt = &t
+	}
+	if out.Errors == nil {
+		out.Errors = []string{}
+	}
+	return out
 }
 
 func badRequest(c *gin.Context, msg string) {
@@ -106,7 +180,7 @@ func badRequest(c *gin.Context, msg string) {
 func filter(c *gin.Context) (ledger.Filter, bool) {
 	f := ledger.Filter{Namespace: c.Query("namespace"), Status: webhookevent.Status(c.Query("status")), Source: c.Query("source"), Type: c.Query("type")}
 	if f.Status != "" && !ledger.ValidStatus(f.Status) {
-		badRequest(c, "status: want claimed, processing, settled or failed")
+		badRequest(c, "status: want claimed, processing, settled, failed or discarded")
 		return f, false
 	}
 	var err error
@@ -158,52 +232,117 @@ func (h *handler) list(c *gin.Context) {
 }
 
 func (h *handler) show(c *gin.Context) {
-	row, ok := h.find(c)
-	if !ok {
-		return
-	}
-	job, err := h.cfg.Ledger.FindJob(c.Request.Context(), row.Namespace, row.EventID)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"event": EventOf(row, true), "job": job})
+	h.onEvent(c, func(ctx context.Context, row *ent.WebhookEvent) (any, error) {
+		job, err := h.cfg.Ledger.FindJob(ctx, row.Namespace, row.EventID)
+		if err != nil {
+			return nil, err
+		}
+		return gin.H{"event": EventOf(row, true), "job": JobOf(job)}, nil
+	})
 }
 
-func (h *handler) find(c *gin.Context) (*ent.WebhookEvent, bool) {
-	row, err := h.cfg.Ledger.Find(c.Request.Context(), c.Query("namespace"), c.Param("event_id"))
+// onEvent resolves the event a request names (its id, with ?namespace=
+// when the id exists in several namespaces), runs act on its row and
+// answers 200 with what act returns, or with the status its error maps to
+// (answerError). Every action on one event goes through it.
+func (h *handler) onEvent(c *gin.Context, act func(ctx context.Context, row *ent.WebhookEvent) (any, error)) {
+	ctx := c.Request.Context()
+	row, err := h.cfg.Ledger.Find(ctx, c.Query("namespace"), c.Param("event_id"))
+	var out any
+	if err == nil {
+		out, err = act(ctx, row)
+	}
+	if err != nil {
+		h.answerError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// answerError answers a failed action on one event: 404 unknown, 409 when
+// the event's state refuses the action (ambiguous id, settled, being
+// applied right now), 400 for a missing discard reason, else 500.
+func (h *handler) answerError(c *gin.Context, err error) {
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		c.JSON(http.StatusNotFound, gin.H{"error": "event not found"})
-		return nil, false
-	case errors.Is(err, ledger.ErrAmbiguous):
+	case errors.Is(err, ledger.ErrBeingApplied):
+		c.JSON(http.StatusConflict, gin.H{"error": err.Error() + "; try again when it ends"})
+	case errors.Is(err, ledger.ErrAmbiguous), errors.Is(err, ledger.ErrSettled), errors.Is(err, ledger.ErrNotDiscardable):
 		c.JSON(http.StatusConflict, gin.H{"error": err.Error()})
-		return nil, false
-	case err != nil:
+	case errors.Is(err, ledger.ErrNoReason):
+		badRequest(c, `reason: `+err.Error()+`, as {"reason":"..."}`)
+	default:
 		h.fail(c, err)
-		return nil, false
 	}
-	return row, true
 }
 
 func (h *handler) requeueOne(c *gin.Context) {
-	row, ok := h.find(c)
-	if !ok {
-		return
-	}
-	res, err := h.cfg.Ledger.Requeue(c.Request.Context(), row.Namespace, row.EventID, c.Query("force") == "true")
-	switch {
-	case errors.Is(err, ledger.ErrSettled):
-		c.JSON(http.StatusConflict, gin.H{"error": err.Error()})
-	case err != nil:
-		h.fail(c, err)
-	default:
+	force := c.Query("force") == "true"
+	h.onEvent(c, func(ctx context.Context, row *ent.WebhookEvent) (any, error) {
+		res, err := h.cfg.Ledger.Requeue(ctx, row.Namespace, row.EventID, force)
+		if err != nil {
+			return nil, err
+		}
 		n := 1
 		if res == ledger.RequeuePending {
 			n = 0
 		}
-		c.JSON(http.StatusOK, gin.H{"requeued": n, "result": res})
+		return gin.H{"requeued": n, "result": res}, nil
+	})
+}
+
+// maxDiscardBody bounds a discard's request body.
+const maxDiscardBody = 16 << 10
+
+// discard puts an event away with the reason in its body,
+// {"reason":"..."} (or a form's reason field), and answers with the
+// discarded row, as GET /admin/events/:event_id's "event".
+func (h *handler) discard(c *gin.Context) {
+	reason, ok := discardReason(c)
+	if !ok {
+		return
 	}
+	h.onEvent(c, func(ctx context.Context, row *ent.WebhookEvent) (any, error) {
+		row, err := h.cfg.Ledger.Discard(ctx, row.Namespace, row.EventID, reason)
+		if err != nil {
+			return nil, err
+		}
+		return EventOf(row, true), nil
+	})
+}
+
+// discardReason reads a discard's reason; without one it answers 400 (413
+// for a body over maxDiscardBody).
+func discardReason(c *gin.Context) (string, bool) {
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if strings.HasPrefix(c.GetHeader("Content-Type"), "application/x-www-form-urlencoded") {
+		// A form: the CSRF check may have parsed it already.
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxDiscardBody)
+		body.Reason = c.Request.PostFormValue("reason")
+	} else {
+		raw, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxDiscardBody))
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			c.JSON(http.StatusRequestEntityTooLarge, gin.H{"error": fmt.Sprintf("body over %d bytes", maxDiscardBody)})
+			return "", false
+		case err != nil:
+			badRequest(c, "read body: "+err.Error())
+			return "", false
+		}
+		if err := json.Unmarshal(raw, &body); err != nil {
+			badRequest(c, `body: want {"reason":"..."}: `+err.Error())
+			return "", false
+		}
+	}
+	if strings.TrimSpace(body.Reason) == "" {
+		badRequest(c, `reason: `+ledger.ErrNoReason.Error()+`, as {"reason":"..."}`)
+		return "", false
+	}
+	return body.Reason, true
 }
 
 func (h *handler) requeueMany(c *gin.Context) {
@@ -215,8 +354,8 @@ func (h *handler) requeueMany(c *gin.Context) {
 	if f.Status == "" {
 		f.Status = webhookevent.StatusFailed
 	}
-	if f.Status != webhookevent.StatusFailed && !(f.Status == webhookevent.StatusSettled && force) {
-		badRequest(c, "status: failed, or settled with force=true")
+	if !Requeueable(f.Status, force) {
+		badRequest(c, "status: failed or discarded, or settled with force=true")
 		return
 	}
 	counts, err := h.cfg.Ledger.RequeueMatching(c.Request.Context(), f, force, c.Query("dry_run") == "true")
@@ -225,6 +364,18 @@ func (h *handler) requeueMany(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, counts)
+}
+
+// Requeueable reports whether a bulk requeue takes events of status:
+// failed and discarded ones, settled ones only with force.
+func Requeueable(status webhookevent.Status, force bool) bool {
+	switch status {
+	case webhookevent.StatusFailed, webhookevent.StatusDiscarded:
+		return true
+	case webhookevent.StatusSettled:
+		return force
+	}
+	return false
 }
 
 // Rate is a source's duplicates over the last hour and day, as every
