@@ -73,6 +73,7 @@ func TestStaticBinaryInEmptyRoot(t *testing.T) {
 		cmd := exec.Command("/hookledger", args...)
 		cmd.Env, cmd.Dir = env, "/"
 		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: imageUID, Gid: imageUID}}
+		dbtest.DiesWithTest(cmd)
 		return cmd
 	}
 	out, err = inRoot("migrate", "up").CombinedOutput()

@@ -96,6 +96,7 @@ func (p *proc) start() {
 	p.cmd = exec.Command(hookledgerBinary(p.t), "serve")
 	p.cmd.Env = p.env
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	dbtest.DiesWithTest(p.cmd)
 	require.NoError(p.t, p.cmd.Start())
 	dbtest.Eventually(p.t, func() bool {
 		resp, err := http.Get("http://" + p.addr + "/healthz")

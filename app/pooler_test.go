@@ -80,6 +80,7 @@ pidfile = %s
 	out, err := os.Create(filepath.Join(dir, "stdout"))
 	require.NoError(t, err)
 	cmd.Stdout, cmd.Stderr = out, out
+	dbtest.DiesWithTest(cmd)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGINT)

@@ -98,6 +98,7 @@ func TestReplayAgainstStripeMock(t *testing.T) {
 	}
 	port := freePort(t)
 	cmd := exec.Command(bin, "-http-port", fmt.Sprint(port), "-https-port", fmt.Sprint(freePort(t)))
+	dbtest.DiesWithTest(cmd)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)

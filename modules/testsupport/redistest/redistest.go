@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 const sharedAddr = "127.0.0.1:6379"
@@ -103,6 +105,7 @@ func (s *Server) Restart() {
 	s.Kill()
 	_, port, _ := net.SplitHostPort(s.addr)
 	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	dbtest.DiesWithTest(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}
