@@ -12,8 +12,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/metrics"
 	"github.com/hookledger/hookledger/modules/core/provider"
 	"github.com/hookledger/hookledger/modules/operations/simulate"
 )
@@ -32,9 +35,11 @@ func triggerCommand() *cobra.Command {
 		Long: `Send one signed test event to the dev server (or --url), built from the
 real provider payload in testdata/providers with a fresh event id, a fresh
 object id (unless --object) and the current time. 'trigger --list' lists the
-types. The secret is the source's first configured one: the dev server's
-Stripe source uses whsec_hookledger_dev; other providers need their secret
-variable set (PADDLE_WEBHOOK_SECRET ...) for both the server and trigger.`,
+types and, for each, the modules whose handlers apply it (none: the event
+settles without changing anything). The secret is the source's first
+configured one: the dev server's Stripe source uses whsec_hookledger_dev;
+other providers need their secret variable set (PADDLE_WEBHOOK_SECRET ...)
+for both the server and trigger.`,
 		Example: `  hookledger trigger invoice.paid
   hookledger trigger customer.subscription.created --object sub_demo
   hookledger trigger customer.subscription.deleted --object sub_demo
@@ -51,8 +56,9 @@ variable set (PADDLE_WEBHOOK_SECRET ...) for both the server and trigger.`,
 		},
 		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 			var types []string
+			modules := handlingModules()
 			for _, t := range simulate.Templates() {
-				types = append(types, t.Type+"\t"+t.Provider+", "+t.Module)
+				types = append(types, t.Type+"\t"+t.Provider+", "+moduleList(modules(t.Provider, t.Type)))
 			}
 			return types, cobra.ShellCompDirectiveNoFileComp
 		},
@@ -68,7 +74,7 @@ variable set (PADDLE_WEBHOOK_SECRET ...) for both the server and trigger.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.BoolVar(&o.list, "list", false, "list the event types and the module that applies each")
+	fl.BoolVar(&o.list, "list", false, "list the event types and the modules that apply each")
 	fl.StringVar(&o.url, "url", "", "receiver endpoint (default http://HTTP_ADDR/webhooks/<source>)")
 	fl.StringVar(&o.source, "source", "", "configured source to sign for and send to (default: the type's provider)")
 	fl.StringVar(&o.secret, "secret", "", "signing secret (default: the source's first configured secret)")
@@ -82,19 +88,40 @@ variable set (PADDLE_WEBHOOK_SECRET ...) for both the server and trigger.`,
 }
 
 func listTemplates(w io.Writer) error {
+	modules := handlingModules()
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TYPE\tPROVIDER\tMODULE\tBUILT FROM")
 	for _, t := range simulate.Templates() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\ttestdata/providers/%s\n", t.Type, t.Provider, t.Module, t.File)
+		fmt.Fprintf(tw, "%s\t%s\t%s\ttestdata/providers/%s\n", t.Type, t.Provider, moduleList(modules(t.Provider, t.Type)), t.File)
 	}
 	return tw.Flush()
+}
+
+// handlingModules answers which modules apply an event type, from the
+// registrations themselves: every module registers into a registry as it
+// does when the server starts (registerModules, with no database: nothing
+// runs), and the registry names the modules of the handlers it finds for
+// the type, as the ledger row's handlers column does after an apply.
+func handlingModules() func(providerName, eventType string) []string {
+	a := &App{cfg: &config.Config{}, log: zap.NewNop(), metrics: metrics.New(), registry: ledger.NewRegistry()}
+	a.registerModules()
+	return a.registry.Modules
+}
+
+// moduleList prints a type's modules for --list: "none" when no handler
+// matches it (the event settles and changes nothing).
+func moduleList(mods []string) string {
+	if len(mods) == 0 {
+		return "none"
+	}
+	return strings.Join(mods, ",")
 }
 
 // runTrigger builds, signs and posts one event.
 func runTrigger(ctx context.Context, typ string, o triggerOptions, stdout io.Writer) error {
 	t, ok := simulate.LookupTemplate(typ)
 	if !ok {
-		return usageError("%q is not an event type a shipped module handles; hookledger trigger --list shows them", typ)
+		return usageError("%q is not an event type trigger sends; hookledger trigger --list shows them", typ)
 	}
 	p, _ := provider.Lookup(t.Provider)
 	cfg, err := config.LoadDev()

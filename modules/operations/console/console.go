@@ -9,6 +9,9 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"slices"
+	"sort"
+	"text/template/parse"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -144,14 +147,71 @@ func duration(d time.Duration) string {
 	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
 }
 
-// parsePages parses each page with the layout around it.
+// pageNames are the pages, each templates/<name>.html defining "content".
+var pageNames = []string{"overview", "events", "event", "failed", "confirm", "done"}
+
+// shared are parsed with every page: the layout around it, and the
+// templates pages call, such as "rows" (rows.html), the event table of the
+// events and failed pages.
+var shared = []string{"templates/layout.html", "templates/rows.html"}
+
+// parsePages parses each page with the shared templates. A page that
+// calls a template none of them defines panics here, when the console is
+// built, rather than answering 500 each time it is shown.
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "events", "event", "failed", "confirm", "done"} {
-		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
-			ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+	for _, name := range pageNames {
+		t := template.Must(template.New("layout.html").Funcs(funcs).
+			ParseFS(templateFS, slices.Concat(shared, []string{"templates/" + name + ".html"})...))
+		if missing := undefinedCalls(t); len(missing) > 0 {
+			panic(fmt.Sprintf("console page %s calls undefined templates %q", name, missing))
+		}
+		pages[name] = t
 	}
 	return pages
+}
+
+// undefinedCalls lists the templates that t's templates call with
+// {{template "name"}} and that none of them defines.
+func undefinedCalls(t *template.Template) []string {
+	defined := map[string]bool{}
+	for _, x := range t.Templates() {
+		if x.Tree != nil && x.Tree.Root != nil {
+			defined[x.Name()] = true
+		}
+	}
+	var missing []string
+	var walk func(parse.Node)
+	walk = func(n parse.Node) {
+		switch n := n.(type) {
+		case *parse.ListNode:
+			if n != nil {
+				for _, c := range n.Nodes {
+					walk(c)
+				}
+			}
+		case *parse.IfNode:
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.RangeNode:
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.WithNode:
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.TemplateNode:
+			if !defined[n.Name] && !slices.Contains(missing, n.Name) {
+				missing = append(missing, n.Name)
+			}
+		}
+	}
+	for _, x := range t.Templates() {
+		if x.Tree != nil {
+			walk(x.Tree.Root)
+		}
+	}
+	sort.Strings(missing)
+	return missing
 }
 
 // page is what every page's layout needs beside the page's own data.

@@ -196,9 +196,10 @@ func (h *handler) failedCount(c *gin.Context) (int, error) {
 }
 
 func (h *handler) failed(c *gin.Context) {
-	f := ledger.Filter{Status: webhookevent.StatusFailed, Limit: pageSize}
-	if v := c.Query("after"); v != "" {
-		f.After, _ = strconv.ParseInt(v, 10, 64)
+	f, err := listFilter(eventsData{Status: string(webhookevent.StatusFailed)}, c.Query("after"))
+	if err != nil {
+		h.message(c, http.StatusBadRequest, err.Error())
+		return
 	}
 	rows, next, err := h.cfg.Ledger.List(c.Request.Context(), f)
 	if err != nil {

@@ -18,13 +18,12 @@ import (
 //go:embed payloads/*.json
 var payloads embed.FS
 
-// Template is one event type a shipped module handles, built from a real
-// payload of its provider.
+// Template is one event type trigger and simulate send, built from a real
+// payload of its provider. Which modules apply it is the handler
+// registrations' to say, not the catalog's: trigger --list reads them.
 type Template struct {
 	Type     string `json:"type"`
 	Provider string `json:"provider"`
-	// Module is the feature module that applies it.
-	Module string `json:"module"`
 	// File is the payload it starts from, under testdata/providers.
 	File  string `json:"file"`
 	build func(body map[string]any, ids ids, now time.Time)
@@ -38,19 +37,19 @@ type ids struct {
 
 // templates lists every type, in the order --list prints them.
 var templates = []Template{
-	{Type: "customer.subscription.created", Provider: "stripe", Module: "subscription", File: "stripe/customer.subscription.created.json", build: stripeObject("sub_")},
-	{Type: "customer.subscription.updated", Provider: "stripe", Module: "subscription", File: "stripe/customer.subscription.updated.json", build: stripeObject("sub_")},
-	{Type: "customer.subscription.deleted", Provider: "stripe", Module: "subscription", File: "stripe/customer.subscription.deleted.json", build: stripeObject("sub_")},
-	{Type: "payment_intent.succeeded", Provider: "stripe", Module: "payment", File: "stripe/payment_intent.succeeded.json", build: stripePaymentIntent},
-	{Type: "charge.refunded", Provider: "stripe", Module: "payment", File: "stripe/payment_intent.succeeded.json", build: stripeChargeRefunded},
-	{Type: "invoice.paid", Provider: "stripe", Module: "payment", File: "stripe/invoice.paid.json", build: stripeObject("in_")},
-	{Type: "invoice.payment_failed", Provider: "stripe", Module: "payment", File: "stripe/invoice.paid.json", build: stripeInvoiceFailed},
-	{Type: "subscription.created", Provider: "paddle", Module: "subscription", File: "paddle/subscription.created.evt_01hv9771tccgcm4y810d8zbceh.json", build: paddleObject("sub_", "")},
-	{Type: "subscription.updated", Provider: "paddle", Module: "subscription", File: "paddle/subscription.updated.evt_01hg0trpmmdkkdbk4p8czp4drm.json", build: paddleObject("sub_", "")},
-	{Type: "subscription.canceled", Provider: "paddle", Module: "subscription", File: "paddle/subscription.updated.evt_01hg0trpmmdkkdbk4p8czp4drm.json", build: paddleObject("sub_", "canceled")},
-	{Type: "transaction.completed", Provider: "paddle", Module: "payment", File: "paddle/events-list-response.GET_events.json", build: paddleObject("txn_", "")},
-	{Type: "push", Provider: "github", Module: "github", File: "github/push.default.json", build: githubPush},
-	{Type: "usage.recorded", Provider: "standard", Module: "usage", File: "standard-webhooks/contact.created.spec-example.json", build: standardUsage},
+	{Type: "customer.subscription.created", Provider: "stripe", File: "stripe/customer.subscription.created.json", build: stripeObject("sub_")},
+	{Type: "customer.subscription.updated", Provider: "stripe", File: "stripe/customer.subscription.updated.json", build: stripeObject("sub_")},
+	{Type: "customer.subscription.deleted", Provider: "stripe", File: "stripe/customer.subscription.deleted.json", build: stripeObject("sub_")},
+	{Type: "payment_intent.succeeded", Provider: "stripe", File: "stripe/payment_intent.succeeded.json", build: stripePaymentIntent},
+	{Type: "charge.refunded", Provider: "stripe", File: "stripe/payment_intent.succeeded.json", build: stripeChargeRefunded},
+	{Type: "invoice.paid", Provider: "stripe", File: "stripe/invoice.paid.json", build: stripeObject("in_")},
+	{Type: "invoice.payment_failed", Provider: "stripe", File: "stripe/invoice.paid.json", build: stripeInvoiceFailed},
+	{Type: "subscription.created", Provider: "paddle", File: "paddle/subscription.created.evt_01hv9771tccgcm4y810d8zbceh.json", build: paddleObject("sub_", "")},
+	{Type: "subscription.updated", Provider: "paddle", File: "paddle/subscription.updated.evt_01hg0trpmmdkkdbk4p8czp4drm.json", build: paddleObject("sub_", "")},
+	{Type: "subscription.canceled", Provider: "paddle", File: "paddle/subscription.updated.evt_01hg0trpmmdkkdbk4p8czp4drm.json", build: paddleObject("sub_", "canceled")},
+	{Type: "transaction.completed", Provider: "paddle", File: "paddle/events-list-response.GET_events.json", build: paddleObject("txn_", "")},
+	{Type: "push", Provider: "github", File: "github/push.default.json", build: githubPush},
+	{Type: "usage.recorded", Provider: "standard", File: "standard-webhooks/contact.created.spec-example.json", build: standardUsage},
 }
 
 // payloadFile maps a template's testdata file to its embedded copy.

@@ -216,7 +216,7 @@ func generator(o Options) (func(prefix string, i, n int) (*event, error), error)
 	for i, typ := range o.Types {
 		t, ok := LookupTemplate(typ)
 		if !ok || t.Provider != o.Provider.Name {
-			return nil, fmt.Errorf("simulate: %s is not a %s event type a module handles", typ, o.Provider.Name)
+			return nil, fmt.Errorf("simulate: %s is not a %s event type simulate sends (trigger --list shows them)", typ, o.Provider.Name)
 		}
 		ts[i] = t
 	}
