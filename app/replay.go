@@ -55,10 +55,10 @@ func window(since, until string) (time.Time, time.Time, error) {
 // replayEventsCommand replays a provider with an events API (Stripe,
 // Paddle).
 func replayEventsCommand(name, keyVar string) *cobra.Command {
-	var since, until, types, target, source string
+	var since, until, types, target, source, after string
 	var failedOnly bool
 	cmd := &cobra.Command{
-		Use:   name + " --since T [--until T] [--types a,b] [--target URL]",
+		Use:   name + " --since T [--until T] [--types a,b] [--target URL]" + map[string]string{"paddle": " [--after ID]"}[name],
 		Short: "Replay " + strings.ToUpper(name[:1]) + name[1:] + "'s events API (needs " + keyVar + ")",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -92,7 +92,7 @@ func replayEventsCommand(name, keyVar string) *cobra.Command {
 				}, sink, progress)
 			} else {
 				stats, err = replay.Paddle(ctx, replay.PaddleOptions{
-					APIBase: cfg.PaddleAPIBase, APIKey: key.Reveal(), Since: from, Until: to, Types: splitList(types),
+					APIBase: cfg.PaddleAPIBase, APIKey: key.Reveal(), Since: from, Until: to, Types: splitList(types), After: after,
 				}, sink, progress)
 			}
 			done()
@@ -107,6 +107,8 @@ func replayEventsCommand(name, keyVar string) *cobra.Command {
 	fl.StringVar(&source, "source", name, "configured source whose namespace direct mode claims into")
 	if name == "stripe" {
 		fl.BoolVar(&failedOnly, "failed-only", false, "only events whose delivery failed (delivery_success=false)")
+	} else {
+		fl.StringVar(&after, "after", "", "go on from this event id: the resume of a run that stopped at its page cap")
 	}
 	return cmd
 }

@@ -22,7 +22,8 @@ type Stats struct {
 	Duplicate int64 `json:"duplicate"`
 	Failed    int64 `json:"failed"`
 	// Truncated is set when the run stopped at its page cap while the
-	// provider had more; Resume is where a next run picks up.
+	// provider had more; Resume is where a next run picks up (Paddle: the
+	// --after of the next run).
 	Truncated bool   `json:"truncated,omitempty"`
 	Resume    string `json:"resume,omitempty"`
 }

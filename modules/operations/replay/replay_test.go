@@ -204,7 +204,7 @@ func TestPaddlePagesAndWindow(t *testing.T) {
 	o := PaddleOptions{APIBase: srv.URL, APIKey: "pdl_key", Since: time.Date(2023, 11, 24, 14, 12, 0, 0, time.UTC), Until: time.Date(2023, 11, 24, 14, 13, 0, 0, time.UTC), HTTP: srv.Client()}
 	stats, err := Paddle(context.Background(), o, sink, nil)
 	require.NoError(t, err)
-	require.Equal(t, 2, requests)
+	require.Equal(t, 1, requests, "the page reaches past the window's start: the next is not read")
 	require.Equal(t, Stats{Fetched: 7, New: 7}, stats, "the fixture's seven events of 14:12")
 	require.Equal(t, int(stats.New), h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE namespace = 'paddle' AND replayed`))
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_01hg0trvbgjfp0avfam8a2yzq1'`))
@@ -324,28 +324,58 @@ func TestReconcileCatchesUpOnItsOwn(t *testing.T) {
 	require.WithinDuration(t, time.Now(), wm, time.Minute)
 }
 
-// TestPaddleCapSaysTruncated: a run that stops at its page cap while Paddle
-// still has more says so, with the cursor to resume from.
-func TestPaddleCapSaysTruncated(t *testing.T) {
+// TestPaddleCapSaysTruncatedAndResumes: a run that stops at its page cap
+// while Paddle still has more says so, with the event id to go on from;
+// a run given it (--after) goes on from there, and stops at the window's
+// start without paging the rest of the account's history.
+func TestPaddleCapSaysTruncatedAndResumes(t *testing.T) {
 	t.Parallel()
+	// Paddle's list, newest first: evt_099 (10:00 on 2026-11-30) down to
+	// evt_000, one an hour; pages of two, after an id, as Paddle pages them.
 	var srv *httptest.Server
+	pages := 0
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		after := r.URL.Query().Get("after")
-		n := len(after) // each page's cursor is one character longer
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"data": []any{map[string]any{"event_id": fmt.Sprintf("evt_page_%d", n), "event_type": "transaction.updated",
-				"occurred_at": "2026-11-30T10:00:00Z", "data": map[string]any{"id": "txn_1"}}},
-			"meta": map[string]any{"pagination": map[string]any{"next": srv.URL + "/events?after=" + after + "x", "has_more": true}},
-		})
+		pages++
+		if r.URL.Query().Get("order_by") != "id[DESC]" {
+			http.Error(w, "want newest first", http.StatusBadRequest)
+			return
+		}
+		from := 99
+		if after := r.URL.Query().Get("after"); after != "" {
+			fmt.Sscanf(after, "evt_%03d", &from)
+			from--
+		}
+		var data []any
+		for i := from; i > from-2 && i >= 0; i-- {
+			at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC).Add(-time.Duration(99-i) * time.Hour)
+			data = append(data, map[string]any{"event_id": fmt.Sprintf("evt_%03d", i), "event_type": "transaction.updated",
+				"occurred_at": at.Format(time.RFC3339), "data": map[string]any{"id": "txn_1"}})
+		}
+		last := from - 1
+		_ = json.NewEncoder(w).Encode(map[string]any{"data": data, "meta": map[string]any{"pagination": map[string]any{
+			"next": fmt.Sprintf("%s/events?order_by=id%%5BDESC%%5D&after=evt_%03d", srv.URL, last), "has_more": last > 0}}})
 	}))
 	defer srv.Close()
-	var got int
-	sink := sinkFunc(func(context.Context, Fetched) (bool, error) { got++; return true, nil })
-	o := PaddleOptions{APIBase: srv.URL, APIKey: "pdl_key", Since: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), HTTP: srv.Client(), MaxPages: 3}
+	var got []string
+	sink := sinkFunc(func(_ context.Context, ev Fetched) (bool, error) { got = append(got, ev.ID); return true, nil })
+	// The last ten hours: evt_099 down to evt_090.
+	o := PaddleOptions{APIBase: srv.URL, APIKey: "pdl_key", Since: time.Date(2026, 11, 30, 0, 30, 0, 0, time.UTC), HTTP: srv.Client(), MaxPages: 3}
 	stats, err := Paddle(context.Background(), o, sink, nil)
 	require.ErrorIs(t, err, ErrTruncated)
 	require.True(t, stats.Truncated)
-	require.Equal(t, srv.URL+"/events?after=xxx", stats.Resume)
-	require.Equal(t, 3, got)
-	require.EqualValues(t, 3, stats.Fetched)
+	require.Equal(t, "evt_094", stats.Resume)
+	require.Contains(t, err.Error(), "--after evt_094")
+	require.EqualValues(t, 6, stats.Fetched)
+
+	o.After, o.MaxPages, pages = stats.Resume, 0, 0
+	stats, err = Paddle(context.Background(), o, sink, nil)
+	require.NoError(t, err)
+	require.False(t, stats.Truncated)
+	require.EqualValues(t, 4, stats.Fetched, "evt_093 to evt_090")
+	require.Equal(t, 3, pages, "it stops at the page that reaches past the window, not at the end of the history")
+	var want []string
+	for i := 99; i >= 90; i-- {
+		want = append(want, fmt.Sprintf("evt_%03d", i))
+	}
+	require.Equal(t, want, got, "every event of the window once, across both runs")
 }
