@@ -310,34 +310,36 @@ type Field struct {
 	Unique bool
 }
 
-// DecodeFields reads the named members of a JSON object as decoding it
-// into a struct with those fields would, in one pass that skips every
-// other member without decoding it. Handlers use it to read the few fields
-// they need from a large payload, nested ones included (Field.Fields), so
-// that the payload is scanned once however deep they are.
+// DecodeFields reads the named members of a JSON object, in one pass
+// that skips every other member without decoding it. Handlers use it to
+// read the few fields they need from a large payload, nested ones included
+// (Field.Fields), so that the payload is scanned once however deep they
+// are. Names match exactly, as PostgreSQL's jsonb reads them
+// (payload::jsonb->'data'->'object'->>'status'), not case-insensitively as
+// encoding/json does; a member it reads that appears twice in its object
+// is an error, as the two readers would disagree on which counts.
 func DecodeFields(body []byte, fields ...Field) error { return scanObject(body, decodeInto(fields)) }
 
 // decodeInto reads the members of an object that fields name.
 func decodeInto(fields []Field) memberFunc {
-	var seen []bool // of Unique fields, made on the first one met
+	var seen []bool // of the fields met, made on the first one
 	return func(s *scanner, depth int, key []byte, _ int) error {
 		var f *Field
 		for i := range fields {
-			if !bytes.EqualFold(key, []byte(fields[i].Name)) {
+			if string(key) != fields[i].Name {
+				if fields[i].Unique && bytes.EqualFold(key, []byte(fields[i].Name)) {
+					return fmt.Errorf("key %q is a case variant of %q, which identifies the event", key, fields[i].Name)
+				}
 				continue
 			}
-			if f = &fields[i]; f.Unique {
-				if string(key) != f.Name {
-					return fmt.Errorf("key %q is a case variant of %q, which identifies the event", key, f.Name)
-				}
-				if seen == nil {
-					seen = make([]bool, len(fields))
-				}
-				if seen[i] {
-					return fmt.Errorf("key %q appears twice", f.Name)
-				}
-				seen[i] = true
+			f = &fields[i]
+			if seen == nil {
+				seen = make([]bool, len(fields))
 			}
+			if seen[i] {
+				return fmt.Errorf("key %q appears twice", f.Name)
+			}
+			seen[i] = true
 			break
 		}
 		if f != nil && len(f.Fields) > 0 && s.i < len(s.b) {

@@ -478,3 +478,18 @@ func TestConcurrentBatchesOfNewSubscriptions(t *testing.T) {
 		}
 	}
 }
+
+// TestCaseVariantKeysReadAsSQLReadsThem: a subscription event whose object
+// holds "status" and "Status" is applied with what
+// payload::jsonb->'data'->'object'->>'status' says, not the case variant.
+func TestCaseVariantKeysReadAsSQLReadsThem(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	body := []byte(`{"id":"evt_case","object":"event","type":"customer.subscription.updated","created":100,` +
+		`"data":{"object":{"id":"sub_case","customer":"cus_1","status":"active","Status":"canceled","items":{"data":[{"price":{"id":"price_basic"}}]}}}}`)
+	require.NoError(t, f.deliver(t, body))
+	var sqlSays string
+	require.NoError(t, f.DB.SQL.QueryRow(`SELECT payload::jsonb->'data'->'object'->>'status' FROM webhook_event WHERE event_id = 'evt_case'`).Scan(&sqlSays))
+	require.Equal(t, "active", sqlSays)
+	require.Equal(t, sqlSays, f.sub(t, "sub_case").Status)
+}

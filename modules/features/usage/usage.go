@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/provider"
 )
 
 // Register adds the module's handler.
@@ -27,16 +27,17 @@ type Recorded struct {
 }
 
 func apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	var e struct {
-		Data Recorded `json:"data"`
-	}
-	if err := json.Unmarshal(ev.Payload, &e); err != nil {
+	// Exact keys, as payload::jsonb->'data'->>'quantity' reads them.
+	var r Recorded
+	err := provider.DecodeFields(ev.Payload, provider.Field{Name: "data", Fields: []provider.Field{
+		{Name: "customer_id", Dst: &r.CustomerID}, {Name: "metric", Dst: &r.Metric}, {Name: "quantity", Dst: &r.Quantity}}})
+	if err != nil {
 		return ledger.Permanent(fmt.Errorf("decode usage.recorded: %w", err))
 	}
-	if e.Data.CustomerID == "" || e.Data.Metric == "" {
+	if r.CustomerID == "" || r.Metric == "" {
 		return ledger.Permanent(fmt.Errorf("usage.recorded without customer_id or metric"))
 	}
-	return record(ctx, tx, ev, e.Data)
+	return record(ctx, tx, ev, r)
 }
 
 // record makes r the event's effect on its total. The delta each event
