@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 // discardBrokenPlan makes the database refuse one subscription plan until the
@@ -41,17 +40,7 @@ func discardFailingEvent(t *testing.T, s *server, id string) {
 	body := discardPlanEvent(id, "price_broken")
 	code, out := s.post(t, "/webhooks/stripe", body, signed(body, time.Now()))
 	require.Equal(t, http.StatusOK, code, "%v", out)
-	dbtest.Eventually(t, func() bool {
-		return status(t, s, id) == "failed"
-	}, "%s never failed", id)
-	dbtest.Eventually(t, func() bool {
-		res, err := s.db.SQL.Exec(`UPDATE river_job SET scheduled_at = now() + interval '1 hour'
-			WHERE state IN ('scheduled', 'retryable') AND kind = 'apply_event' AND args->>'event_id' = $1`, id)
-		require.NoError(t, err)
-		n, err := res.RowsAffected()
-		require.NoError(t, err)
-		return n == 1
-	}, "the failing job of %s never waited for a retry", id)
+	parkRetries(t, s, id)
 }
 
 // discardBody is a discard request's body.

@@ -265,7 +265,7 @@ errors.`,
 			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
-			return enc.Encode(map[string]any{"event": admin.EventOf(row, true), "job": admin.JobOf(job)})
+			return enc.Encode(map[string]any{"event": admin.EventOf(row, true), "job": job})
 		},
 	}
 	cmd.Flags().StringVar(&ns, "namespace", "", "ledger namespace, when the id is ambiguous")
@@ -331,6 +331,24 @@ handler.`,
 	return cmd
 }
 
+// findAll looks every id up, and checks each row with check, before the
+// caller changes any: a typo, or a row the command cannot take, changes
+// nothing.
+func findAll(ctx context.Context, store *ledger.Store, ns string, ids []string, check func(*ent.WebhookEvent) error) ([]*ent.WebhookEvent, error) {
+	rows := make([]*ent.WebhookEvent, len(ids))
+	for i, id := range ids {
+		row, err := store.Find(ctx, ns, id)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", id, err)
+		}
+		if err := check(row); err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", row.Namespace, row.EventID, err)
+		}
+		rows[i] = row
+	}
+	return rows, nil
+}
+
 // requeueIDs requeues exactly the named events. Every id is looked up
 // before any is changed, so a typo changes nothing.
 func requeueIDs(ctx context.Context, w io.Writer, ns string, ids []string, force, dryRun bool) error {
@@ -339,14 +357,14 @@ func requeueIDs(ctx context.Context, w io.Writer, ns string, ids []string, force
 		return err
 	}
 	defer env.close()
-	rows := make([]*ent.WebhookEvent, len(ids))
-	for i, id := range ids {
-		if rows[i], err = env.store.Find(ctx, ns, id); err != nil {
-			return fmt.Errorf("%s: %w", id, err)
+	rows, err := findAll(ctx, env.store, ns, ids, func(r *ent.WebhookEvent) error {
+		if r.Status == webhookevent.StatusSettled && !force {
+			return ledger.ErrSettled
 		}
-		if rows[i].Status == webhookevent.StatusSettled && !force {
-			return fmt.Errorf("%s/%s: %w", rows[i].Namespace, rows[i].EventID, ledger.ErrSettled)
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	var failed []error
 	for _, r := range rows {
@@ -405,14 +423,14 @@ func discardIDs(ctx context.Context, w io.Writer, ns string, ids []string, reaso
 		return err
 	}
 	defer env.close()
-	rows := make([]*ent.WebhookEvent, len(ids))
-	for i, id := range ids {
-		if rows[i], err = env.store.Find(ctx, ns, id); err != nil {
-			return fmt.Errorf("%s: %w", id, err)
+	rows, err := findAll(ctx, env.store, ns, ids, func(r *ent.WebhookEvent) error {
+		if r.Status == webhookevent.StatusSettled {
+			return ledger.ErrNotDiscardable
 		}
-		if rows[i].Status == webhookevent.StatusSettled {
-			return fmt.Errorf("%s/%s: %w", rows[i].Namespace, rows[i].EventID, ledger.ErrNotDiscardable)
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	var failed []error
 	for _, r := range rows {

@@ -164,7 +164,8 @@ func (s *Store) FindJob(ctx context.Context, namespace, eventID string) (*Job, e
 		return nil, fmt.Errorf("find apply job of %s/%s: %w", namespace, eventID, err)
 	}
 	if scheduled.Valid {
-		j.ScheduledAt = &scheduled.Time
+		at := scheduled.Time.UTC()
+		j.ScheduledAt = &at
 	}
 	var attempts []rivertype.AttemptError
 	if err := json.Unmarshal(errs, &attempts); err != nil {

@@ -141,37 +141,6 @@ func EventOf(r *ent.WebhookEvent, detail bool) EventJSON {
 	return e
 }
 
-// JobJSON is the JSON shape of an event's newest apply job, as River
-// keeps it.
-type JobJSON struct {
-	ID          int64  `json:"id"`
-	Kind        string `json:"kind"`
-	State       string `json:"state"`
-	Attempt     int    `json:"attempt"`
-	MaxAttempts int    `json:"max_attempts"`
-	// ScheduledAt is River's next run of a job that waits (available,
-	// scheduled, retryable: the next retry); null otherwise.
-	ScheduledAt *time.Time `json:"scheduled_at"`
-	// Errors are River's, each "attempt N at TIME: text".
-	Errors []string `json:"errors"`
-}
-
-// JobOf converts an apply job; nil (River no longer has one) stays nil.
-func JobOf(j *ledger.Job) *JobJSON {
-	if j == nil {
-		return nil
-	}
-	out := &JobJSON{ID: j.ID, Kind: j.Kind, State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Errors: j.Errors}
-	if j.ScheduledAt != nil {
-		t := j.ScheduledAt.UTC()
-		out.ScheduledAt = &t
-	}
-	if out.Errors == nil {
-		out.Errors = []string{}
-	}
-	return out
-}
-
 func badRequest(c *gin.Context, msg string) {
 	c.JSON(http.StatusBadRequest, gin.H{"error": msg})
 }
@@ -237,7 +206,7 @@ func (h *handler) show(c *gin.Context) {
 		if err != nil {
 			return nil, err
 		}
-		return gin.H{"event": EventOf(row, true), "job": JobOf(job)}, nil
+		return gin.H{"event": EventOf(row, true), "job": job}, nil
 	})
 }
 
