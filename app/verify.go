@@ -98,6 +98,11 @@ func runVerify(o verifyOptions, stdout io.Writer) error {
 				if err := provider.CheckStandardKey(s); err != nil {
 					return usageError("%s %d (counting from 0): %v", group.flag, i, err)
 				}
+				// A --public-key is never used as a v1 secret: one without
+				// its prefix would be.
+				if group.flag == "--public-key" && !strings.HasPrefix(s, provider.StandardPublicKeyPrefix) {
+					return usageError("%s %d (counting from 0): want a whpk_ public key", group.flag, i)
+				}
 			}
 			keys = append(keys, []byte(s))
 		}

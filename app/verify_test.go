@@ -64,6 +64,8 @@ func TestVerifyCommandUsage(t *testing.T) {
 		{"verify", "--provider", "stripe", "--secret", "s", "--body-file", body, "--at", "yesterday"},
 		{"verify", "--provider", "stripe", "--secret", "s", "--body-file", body, "--tolerance", "soon"},
 		{"verify", "--provider", "standard", "--secret", "not base64!", "--body-file", body},
+		// A public key without its prefix would verify as a v1 secret.
+		{"verify", "--provider", "standard", "--public-key", "6/WfjCrmmUwoIE/o0BcxQdgpS3LjR98L7Nnx6v3ekFA=", "--body-file", body},
 		{"verify", "--bogus"},
 	} {
 		code, _, stderr := run(args...)

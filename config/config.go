@@ -336,11 +336,20 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		fail("RECONCILE_INTERVAL is set but STRIPE_API_KEY is not: reconciliation reads Stripe's events API")
 	}
 	for _, pe := range providerEnv {
-		secrets := splitSecrets(string(secret(pe.env)))
+		secrets, problems := secretsFrom(varName(getenv, pe.env), splitSecrets(string(secret(pe.env))))
 		if pe.provider == "standard" {
 			// v1a (ed25519) public keys verify beside the v1 secrets and
-			// are numbered after them.
-			secrets = append(secrets, splitSecrets(string(secret("STANDARD_WEBHOOK_PUBLIC_KEY")))...)
+			// are numbered after them. Every entry of the public-key
+			// variable must be a whpk_ key: what a key is follows from
+			// the variable it is in.
+			const pubEnv = "STANDARD_WEBHOOK_PUBLIC_KEY"
+			pubs, bad := publicKeysFrom(varName(getenv, pubEnv), splitSecrets(string(secret(pubEnv))))
+			problems = append(problems, bad...)
+			problems = append(problems, secretsThatArePublicKeys(varName(getenv, pe.env), secrets, pubs)...)
+			secrets = append(secrets, pubs...)
+		}
+		for _, p := range problems {
+			errs = append(errs, errors.New(p))
 		}
 		if len(secrets) == 0 {
 			continue // an empty secret disables the source; it never accepts everything

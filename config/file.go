@@ -140,45 +140,56 @@ func (c *Config) fileSource(fs fileSource, getenv func(string) string) (src Sour
 	if fs.BodyDedup != nil && fs.Provider != "github" && fs.Provider != "shopify" {
 		fail("body_dedup applies to github and shopify sources only (the other providers sign their event ids)")
 	}
-	var secrets []Secret
+	// What a key is follows from the field it comes from: secrets are
+	// never public keys, and every public key is a whpk_ ed25519 key.
+	var secrets, publicKeys []Secret
+	addSecrets := func(from string, given []Secret) {
+		kept, bad := secretsFrom(from, given)
+		problems = append(problems, bad...)
+		secrets = append(secrets, kept...)
+	}
+	addPublicKeys := func(from string, given []Secret) {
+		kept, bad := publicKeysFrom(from, given)
+		problems = append(problems, bad...)
+		publicKeys = append(publicKeys, kept...)
+	}
 	for j, s := range fs.Secrets {
 		if strings.TrimSpace(s) == "" {
 			fail("secrets[%d] is blank", j)
 			continue
 		}
-		secrets = append(secrets, Secret(strings.TrimSpace(s)))
+		addSecrets(fmt.Sprintf("secrets[%d]", j), []Secret{Secret(strings.TrimSpace(s))})
 	}
 	if fs.SecretsFile != "" {
 		v, err := readSecretFile(fs.SecretsFile)
 		if err != nil {
 			fail("secrets_file: %v", err)
 		}
-		secrets = append(secrets, splitSecrets(v)...)
+		addSecrets("secrets_file", splitSecrets(v))
 	}
 	if fs.SecretsEnv != "" {
 		v, err := secretVar(getenv, fs.SecretsEnv)
 		if err != nil {
 			fail("%v", err)
 		}
-		secrets = append(secrets, splitSecrets(v)...)
+		addSecrets("secrets_env "+varName(getenv, fs.SecretsEnv), splitSecrets(v))
 	}
 	if (len(fs.PublicKeys) > 0 || fs.PublicKeysEnv != "") && fs.Provider != "standard" {
 		fail("public_keys and public_keys_env apply to standard sources only (v1a signatures)")
 	}
 	for j, k := range fs.PublicKeys {
-		if k = strings.TrimSpace(k); !strings.HasPrefix(k, "whpk_") {
-			fail("public_keys[%d] must be a whpk_ public key", j)
-			continue
-		}
-		secrets = append(secrets, Secret(k))
+		addPublicKeys(fmt.Sprintf("public_keys[%d]", j), []Secret{Secret(strings.TrimSpace(k))})
 	}
 	if fs.PublicKeysEnv != "" {
 		v, err := secretVar(getenv, fs.PublicKeysEnv)
 		if err != nil {
 			fail("%v", err)
 		}
-		secrets = append(secrets, splitSecrets(v)...)
+		addPublicKeys("public_keys_env "+varName(getenv, fs.PublicKeysEnv), splitSecrets(v))
 	}
+	problems = append(problems, secretsThatArePublicKeys("secrets (secrets, secrets_file, secrets_env in that order)", secrets, publicKeys)...)
+	// Public keys verify beside the secrets and are numbered after them.
+	secrets = append(secrets, publicKeys...)
 	for j, e := range fs.AllowIPs {
 		if e != "stripe" && e != "github" && !isNetwork(e) {
 			fail("allow_ips[%d] %q: want a CIDR, an address, stripe or github", j, e)

@@ -6,15 +6,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const testPublicKey = "whpk_6/WfjCrmmUwoIE/o0BcxQdgpS3LjR98L7Nnx6v3ekFA="
+const (
+	testPublicKey  = "whpk_6/WfjCrmmUwoIE/o0BcxQdgpS3LjR98L7Nnx6v3ekFA="
+	testPublicKey2 = "whpk_A2fYbT5b1BmcXtKSM5ZbHN9e2uiGgC3kEd0M4E0A2Z8="
+)
 
 func TestStandardPublicKeyAloneEnablesTheSource(t *testing.T) {
 	t.Parallel()
-	c, err := FromEnv(env(map[string]string{"STANDARD_WEBHOOK_PUBLIC_KEY": testPublicKey + ", whpk_second"}))
+	c, err := FromEnv(env(map[string]string{"STANDARD_WEBHOOK_PUBLIC_KEY": testPublicKey + ", " + testPublicKey2}))
 	require.NoError(t, err)
 	s, ok := c.Source("standard")
 	require.True(t, ok)
-	require.Equal(t, []Secret{testPublicKey, "whpk_second"}, s.Secrets)
+	require.Equal(t, []Secret{testPublicKey, testPublicKey2}, s.Secrets)
 
 	c, err = FromEnv(env(map[string]string{"STANDARD_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "STANDARD_WEBHOOK_PUBLIC_KEY": testPublicKey}))
 	require.NoError(t, err)
@@ -34,7 +37,7 @@ sources:
     namespace: partner
     public_keys_env: PARTNER_KEYS
 `), "PARTNER_KEYS": testPublicKey + ",whsk_c2VjcmV0"}))
-	require.ErrorContains(t, err, "source partner: key 1 is a Standard Webhooks signing key")
+	require.ErrorContains(t, err, "public_keys_env PARTNER_KEYS: entry 1 (counting from 0) is a Standard Webhooks signing key (whsk_)")
 }
 
 func TestPublicKeysInTheConfigFile(t *testing.T) {
@@ -63,5 +66,5 @@ sources:
     public_keys: [whsec_notapublickey]
 `)}))
 	require.ErrorContains(t, err, "public_keys and public_keys_env apply to standard sources only")
-	require.ErrorContains(t, err, "public_keys[0] must be a whpk_ public key")
+	require.ErrorContains(t, err, "public_keys[0] is a v1 secret (whsec_), not a public key")
 }

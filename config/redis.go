@@ -10,6 +10,10 @@ const (
 	DefaultRedisTTL       = 60 * time.Second
 	DefaultRedisTimeout   = 5 * time.Millisecond
 	DefaultRedisKeyPrefix = "hookledger:sc:"
+	// MaxRedisTTL bounds a marker's lifetime: the short-circuit exists for
+	// retry storms, which last minutes, and the shorter a marker lives the
+	// less a history the ledger no longer holds can answer for it.
+	MaxRedisTTL = 10 * time.Minute
 )
 
 // loadRedis reads REDIS_URL, REDIS_TTL, REDIS_TIMEOUT and REDIS_KEY_PREFIX.
@@ -17,8 +21,8 @@ func (c *Config) loadRedis(getenv func(string) string, fail func(string, ...any)
 	c.RedisKeyPrefix = or(getenv("REDIS_KEY_PREFIX"), DefaultRedisKeyPrefix)
 	c.RedisTTL = durationVar(getenv, "REDIS_TTL", DefaultRedisTTL, fail)
 	c.RedisTimeout = durationVar(getenv, "REDIS_TIMEOUT", DefaultRedisTimeout, fail)
-	if c.RedisTTL < time.Second {
-		fail("REDIS_TTL=%s: want a duration of 1s or more such as 60s", c.RedisTTL)
+	if c.RedisTTL < time.Second || c.RedisTTL > MaxRedisTTL {
+		fail("REDIS_TTL=%s: want a duration from 1s to %s such as 60s (markers absorb retry storms; the ledger is the record)", c.RedisTTL, MaxRedisTTL)
 	}
 	if c.RedisTimeout <= 0 || c.RedisTimeout > time.Second {
 		fail("REDIS_TIMEOUT=%s: want a small positive duration such as 5ms (at most 1s: Redis must never slow an answer down)", c.RedisTimeout)

@@ -34,6 +34,11 @@ func TestRedisValidation(t *testing.T) {
 	}
 	require.NotContains(t, err.Error(), "127.0.0.1", "the URL may hold a password: it is never echoed")
 
+	_, err = FromEnv(env(map[string]string{"REDIS_URL": "redis://127.0.0.1:6379", "REDIS_TTL": "720h"}))
+	require.ErrorContains(t, err, "REDIS_TTL=720h0m0s: want a duration from 1s to 10m0s")
+	_, err = FromEnv(env(map[string]string{"REDIS_URL": "redis://127.0.0.1:6379", "REDIS_TTL": "10m"}))
+	require.NoError(t, err)
+
 	c, err := FromEnv(env(map[string]string{"REDIS_URL": "redis://127.0.0.1:6379", "CLAIM_MODE": "log-only"}))
 	require.NoError(t, err)
 	require.Contains(t, c.Warnings, "REDIS_URL is set but CLAIM_MODE=log-only applies every delivery again: the Redis short-circuit is off")

@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"bytes"
 	"crypto/ed25519"
+	"crypto/hmac"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -21,10 +23,16 @@ import (
 //
 // Asymmetric signatures ("v1a,<base64 ed25519 signature>" over the same
 // content, in the same header beside v1 entries) are checked against the
-// configured public keys: a "secret" with the whpk_ prefix (base64 of the
+// configured public keys: a key with the whpk_ prefix (base64 of the
 // 32-byte ed25519 public key) is one, matched against v1a entries only; a
-// whsec_ secret is matched against v1 entries only. A receiver never needs
-// the signing key (whsk_); configuration refuses one.
+// whsec_ secret is matched against v1 entries only. Configuration decides
+// the prefix by the variable a key came from (public keys must carry it,
+// secrets must not), so a public key is never an HMAC key. A receiver
+// never needs the signing key (whsk_); configuration refuses one.
+//
+// The signature list is capped (MaxStandardSignatures per scheme) and
+// deduplicated before any cryptography, and the signed content is built
+// once per delivery.
 var Standard = &Provider{
 	Name:             "standard",
 	IDLocation:       "webhook-id header",
@@ -65,6 +73,75 @@ func StandardKey(secret []byte) ([]byte, error) {
 	return base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
 }
 
+// MaxStandardSignatures is how many entries of one scheme (v1, v1a) a
+// webhook-signature header may hold. A sender lists one per active key,
+// two or three during a rotation; a longer list is refused before any
+// cryptography, since each v1a entry costs an ed25519 verification (over
+// the whole body) per configured public key.
+const MaxStandardSignatures = 10
+
+// standardSignatures reads a webhook-signature header into its distinct
+// v1 (HMAC) and v1a (ed25519) signatures, refusing a header with more than
+// MaxStandardSignatures entries of either scheme. Entries of other
+// schemes and undecodable ones are skipped, as the Standard Webhooks
+// libraries do.
+func standardSignatures(header string) (v1, v1a [][]byte, err error) {
+	var n1, n1a int
+	for entry := range strings.FieldsSeq(header) {
+		version, b64, ok := strings.Cut(entry, ",")
+		if !ok {
+			continue
+		}
+		switch version {
+		case "v1":
+			n1++
+		case "v1a":
+			n1a++
+		default:
+			continue
+		}
+		if n1 > MaxStandardSignatures || n1a > MaxStandardSignatures {
+			return nil, nil, signatureError(ReasonMalformed, "more than %d %s signatures in webhook-signature", MaxStandardSignatures, version)
+		}
+		sig, err := base64.StdEncoding.DecodeString(b64)
+		switch {
+		case err != nil || len(sig) == 0:
+		case version == "v1":
+			v1 = appendDistinct(v1, sig)
+		case len(sig) == ed25519.SignatureSize:
+			v1a = appendDistinct(v1a, sig)
+		}
+	}
+	if len(v1) == 0 && len(v1a) == 0 {
+		return nil, nil, signatureError(ReasonMalformed, "no v1 or v1a signature in webhook-signature")
+	}
+	return v1, v1a, nil
+}
+
+// appendDistinct appends sig unless list holds it already.
+func appendDistinct(list [][]byte, sig []byte) [][]byte {
+	for _, have := range list {
+		if bytes.Equal(have, sig) {
+			return list
+		}
+	}
+	return append(list, sig)
+}
+
+// standardSigned is the signed content, "<id>.<timestamp>.<body>", built
+// once per delivery.
+func standardSigned(id, ts string, body []byte) []byte {
+	signed := make([]byte, 0, len(id)+len(ts)+2+len(body))
+	signed = append(signed, id...)
+	signed = append(signed, '.')
+	signed = append(signed, ts...)
+	signed = append(signed, '.')
+	return append(signed, body...)
+}
+
+// ed25519Verify is crypto/ed25519's Verify; tests count its calls.
+var ed25519Verify = ed25519.Verify
+
 func verifyStandard(h http.Header, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) (Verification, error) {
 	id, tsHeader, sigHeader := standardHeader(h, "Id"), standardHeader(h, "Timestamp"), standardHeader(h, "Signature")
 	switch {
@@ -83,49 +160,71 @@ func verifyStandard(h http.Header, body []byte, secrets [][]byte, now time.Time,
 	if err := withinBothWays(signedAt, now, tolerance); err != nil {
 		return Verification{}, err
 	}
-	var sigs, asym [][]byte
-	for _, entry := range strings.Fields(sigHeader) {
-		version, b64, ok := strings.Cut(entry, ",")
-		if !ok || (version != "v1" && version != "v1a") {
-			continue
-		}
-		sig, err := base64.StdEncoding.DecodeString(b64)
+	sigs, asym, err := standardSignatures(sigHeader)
+	if err != nil {
+		return Verification{}, err
+	}
+	keys := standardKeys(secrets)
+	signed := standardSigned(id, tsHeader, body)
+	for i, k := range keys {
 		switch {
-		case err != nil || len(sig) == 0:
-		case version == "v1":
-			sigs = append(sigs, sig)
-		case len(sig) == ed25519.SignatureSize:
-			asym = append(asym, sig)
-		}
-	}
-	if len(sigs) == 0 && len(asym) == 0 {
-		return Verification{}, signatureError(ReasonMalformed, "no v1 or v1a signature in webhook-signature")
-	}
-	signed := []byte(id + "." + tsHeader + "." + string(body))
-	for i, secret := range secrets {
-		if IsStandardPublicKey(secret) {
-			pub, err := StandardPublicKey(secret)
-			if err != nil {
-				continue // an unusable key matches nothing
-			}
+		case k.public != nil:
 			for _, sig := range asym {
-				if ed25519.Verify(pub, signed, sig) {
+				if ed25519Verify(k.public, signed, sig) {
 					return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 				}
 			}
-			continue
-		}
-		if _, ok := matchSecret([][]byte{secret}, sigs, func(secret []byte) []byte {
-			key, err := StandardKey(secret)
-			if err != nil {
-				return nil // never equal to a signature
+		case k.hmac != nil && len(sigs) > 0:
+			want := hmacSHA256(k.hmac, signed)
+			for _, sig := range sigs {
+				if hmac.Equal(sig, want) {
+					return Verification{SecretIndex: i, SignedAt: signedAt}, nil
+				}
 			}
-			return hmacSHA256(key, signed)
-		}); ok {
-			return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 		}
 	}
 	return Verification{}, signatureError(ReasonMismatch, "no v1 or v1a signature matches the body")
+}
+
+// standardKey is one configured key, decoded: an ed25519 public key for v1a
+// entries, or an HMAC key for v1 entries; never both. Neither is set for a
+// key that cannot be used; it matches nothing.
+type standardKey struct {
+	public ed25519.PublicKey
+	hmac   []byte
+}
+
+// standardKeys decodes the configured keys. A whpk_ key is a public key
+// and only that; configuration refuses a whpk_ value among the secrets and
+// any public key without the prefix, so the prefix says which list a key
+// came from. As a last guard, a secret whose HMAC key equals one of the
+// public keys is unusable: a key everyone may know never signs v1.
+func standardKeys(secrets [][]byte) []standardKey {
+	keys := make([]standardKey, len(secrets))
+	for i, secret := range secrets {
+		if IsStandardPublicKey(secret) {
+			if pub, err := StandardPublicKey(secret); err == nil {
+				keys[i].public = pub
+			}
+		}
+	}
+	for i, secret := range secrets {
+		if IsStandardPublicKey(secret) || strings.HasPrefix(string(secret), StandardSigningKeyPrefix) {
+			continue
+		}
+		key, err := StandardKey(secret)
+		if err != nil || len(key) == 0 {
+			continue
+		}
+		public := false
+		for _, k := range keys {
+			public = public || (k.public != nil && bytes.Equal(k.public, key))
+		}
+		if !public {
+			keys[i].hmac = key
+		}
+	}
+	return keys
 }
 
 // Standard Webhooks key prefixes: the ed25519 public key a receiver
