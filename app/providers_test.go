@@ -200,3 +200,24 @@ func standardSigned(t *testing.T, id string, body []byte) http.Header {
 	require.NoError(t, err)
 	return h
 }
+
+// TestStandardDeliveryWithoutType: a signed Standard Webhooks delivery whose
+// body has no type (a sender that publishes its data verbatim) is claimed,
+// never refused: its type is the webhook-topic header's, else empty.
+func TestStandardDeliveryWithoutType(t *testing.T) {
+	t.Parallel()
+	s := start(t, map[string]string{"STANDARD_WEBHOOK_SECRET": providerSecrets["standard"]})
+	body := []byte(`{"order_id":"ord_1042","total":4200,"currency":"EUR"}`)
+	for id, topic := range map[string]string{"msg_topic": "order.created", "msg_bare": ""} {
+		h := standardSigned(t, id, body)
+		if topic != "" {
+			h.Set("Webhook-Topic", topic)
+		}
+		code, out := s.post(t, "/webhooks/standard", body, h)
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		require.Equal(t, "claimed", out["status"])
+		s.waitSettled(t, id)
+		require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = $1 AND event_type = $2 AND handlers = '[]'`, id, topic),
+			"%s settled as %q, no handler matching it", id, topic)
+	}
+}

@@ -70,6 +70,11 @@ type Provider struct {
 	// leaves them empty when absent and fails only on a body that is not the
 	// provider's JSON.
 	ParseFunc func(h http.Header, body []byte) (Parsed, error)
+	// TypeOptional says a delivery without a type is still an event: the
+	// sender signs its id, and its body need not say what it is (Standard
+	// Webhooks recommends a type, but does not require one). Its type is
+	// then empty, and no handler matches it.
+	TypeOptional bool
 	// DigestFunc, for a provider that signs only the body and sends the
 	// event id in an unsigned header (GitHub, Shopify), digests what the
 	// signature covers plus what legitimately tells two events with one
@@ -158,14 +163,16 @@ func (p *Provider) Parse(h http.Header, body []byte, fb *IDFallback) (Parsed, er
 	if ev.ID == "" {
 		return Parsed{}, payloadError("%s delivery without its event id (%s)", p.Name, p.IDLocation)
 	}
-	if ev.Type == "" {
+	if ev.Type == "" && !p.TypeOptional {
 		return Parsed{}, payloadError("%s delivery without its event type", p.Name)
 	}
 	if err := checkIdentity("event id", ev.ID); err != nil {
 		return Parsed{}, err
 	}
-	if err := checkIdentity("event type", ev.Type); err != nil {
-		return Parsed{}, err
+	if ev.Type != "" {
+		if err := checkIdentity("event type", ev.Type); err != nil {
+			return Parsed{}, err
+		}
 	}
 	if err := checkJSONB(body); err != nil {
 		return Parsed{}, err

@@ -101,6 +101,9 @@ func TestParseExamples(t *testing.T) {
 		{Slack, "slack/event_callback.app_mention.json", nil, "Ev111", "app_mention", time.Unix(1595926230, 0)},
 		{Standard, "standard-webhooks/contact.created.spec-example.json", http.Header{"Webhook-Id": {"msg_1"}}, "msg_1", "contact.created", time.Date(2022, 11, 3, 20, 26, 10, 344522000, time.UTC)},
 		{Standard, "standard-webhooks/contact.created.spec-example.json", http.Header{"Svix-Id": {"msg_2"}}, "msg_2", "contact.created", time.Date(2022, 11, 3, 20, 26, 10, 344522000, time.UTC)},
+		// The type is not required: from the body, else Webhook-Topic, else empty.
+		{Standard, "standard-webhooks/no-type.outpost.json", http.Header{"Webhook-Id": {"msg_3"}, "Webhook-Topic": {"order.created"}}, "msg_3", "order.created", time.Time{}},
+		{Standard, "standard-webhooks/no-type.outpost.json", http.Header{"Webhook-Id": {"msg_4"}}, "msg_4", "", time.Time{}},
 	}
 	for _, c := range cases {
 		t.Run(c.p.Name+"/"+c.file, func(t *testing.T) {
@@ -129,7 +132,7 @@ func TestParseRejects(t *testing.T) {
 		{Slack, nil, string(readFixture(t, "slack/event_callback.reaction_added.no_event_id.json"))},
 		{Slack, nil, string(readFixture(t, "slack/slash_command.form-urlencoded.txt"))},
 		{Standard, nil, `{"type":"x"}`},
-		{Standard, http.Header{"Webhook-Id": {"m"}}, `{"data":{}}`},
+		{Standard, http.Header{"Webhook-Id": {"m"}}, `{"type":"bad\u0001type"}`},
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s/%d", c.p.Name, i), func(t *testing.T) {

@@ -38,9 +38,10 @@ var Standard = &Provider{
 	IDLocation:       "webhook-id header",
 	DefaultTolerance: 300 * time.Second,
 	SignatureHeaders: []string{"Webhook-Signature", "Svix-Signature"},
-	Headers:          []string{"Webhook-Id", "Webhook-Timestamp", "Svix-Id", "Svix-Timestamp", "User-Agent"},
+	Headers:          []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Topic", "Svix-Id", "Svix-Timestamp", "User-Agent"},
 	VerifyFunc:       verifyStandard,
 	ParseFunc:        parseStandard,
+	TypeOptional:     true,
 	BodyKeys:         []string{"type", "timestamp"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		sig, err := SignStandard(secret, d.ID, d.At.Unix(), d.Body)
@@ -328,6 +329,11 @@ func parseStandard(h http.Header, body []byte) (Parsed, error) {
 		return Parsed{}, payloadError("not a JSON Standard Webhooks payload: %v", err)
 	}
 	ev := Parsed{ID: standardHeader(h, "Id"), Type: p.Type}
+	if ev.Type == "" {
+		// A sender that publishes its data verbatim (Hookdeck Outpost)
+		// names the topic in a header; without either the type is empty.
+		ev.Type = h.Get("Webhook-Topic")
+	}
 	if t, err := time.Parse(time.RFC3339Nano, p.Timestamp); err == nil {
 		ev.OccurredAt = t
 	}
