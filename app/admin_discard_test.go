@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
 )
 
 // discardBrokenPlan makes the database refuse one subscription plan until the
