@@ -264,7 +264,7 @@ func TestUpgradeFailsThinEventsWhoseFetchGaveUp(t *testing.T) {
 	t.Parallel()
 	db := dbtest.Empty(t)
 	open := func() *sql.DB { return stdlib.OpenDBFromPool(db.Pool) }
-	require.NoError(t, migrations.UpTo(open(), 20261203193711))
+	require.NoError(t, migrations.UpTo(open(), 20261203192125))
 	for _, r := range []struct{ id, state string }{{"evt_gave_up", "cancelled"}, {"evt_waiting", "retryable"}} {
 		_, err := db.SQL.Exec(`INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, status, attempts, settled_at)
 			VALUES ('stripe', $1, 'stripe', 'stripe', 'v1.customer.subscription.updated', $2, 'settled', 1, now())`,
