@@ -279,11 +279,11 @@ func listedIDs(t *testing.T, s *server, path string) (ids []string, pages int) {
 }
 
 // TestConsoleCrawl writes a ledger with rows in every state an operator
-// meets (settled, replayed, unhandled, failed for real, and more failed
-// events than one page holds), then follows every link and GET form of the
-// console from /console/: no page it links answers 404 or 5xx. The failed
-// list shows every failed event across its pages, and its bulk requeue's
-// confirmation counts them.
+// meets (settled, replayed, unhandled, failed for real, discarded, and
+// more failed events than one page holds), then follows every link and
+// GET form of the console from /console/: no page it links answers 404
+// or 5xx. The failed list shows every failed event across its pages, and
+// its bulk requeue's confirmation counts them.
 func TestConsoleCrawl(t *testing.T) {
 	t.Parallel()
 	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken, "REPLAY_TOKEN": "crawl-replay"})
@@ -302,6 +302,10 @@ func TestConsoleCrawl(t *testing.T) {
 	s.claim(t, unhandled, nil)
 	// Failed for real: the database refuses its plan.
 	s.claim(t, planEvent("evt_crawl_broken", "price_broken", now), nil)
+	// Discarded: a poison event (no subscription object) put away with a
+	// reason.
+	s.claim(t, []byte(fmt.Sprintf(`{"id":"evt_crawl_discarded","object":"event","type":"customer.subscription.updated","created":%d,"data":{"object":{}}}`,
+		now.Unix())), nil)
 	// Enough failed events for two pages of the failed list: applied, then
 	// marked failed as a handler's failure leaves them.
 	var bulk []string
@@ -314,6 +318,10 @@ func TestConsoleCrawl(t *testing.T) {
 		s.waitSettled(t, id)
 	}
 	parkRetries(t, s, "evt_crawl_broken")
+	dbtest.Eventually(t, func() bool { return status(t, s, "evt_crawl_discarded") == "failed" }, "the poison event never failed")
+	code, out := s.post(t, "/admin/events/evt_crawl_discarded/discard", discardBody("poison: no subscription object"), discardHeaders(bearer(adminToken)))
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	require.Equal(t, "discarded", status(t, s, "evt_crawl_discarded"))
 	_, err := s.db.SQL.Exec(`UPDATE webhook_event SET status = 'failed', settled_at = NULL, attempts = 3, failing_since = now() - interval '5 minutes',
 		last_error = 'subscription: upstream answered 503 <Service Unavailable>' WHERE event_id LIKE 'evt_crawl_bulk_%'`)
 	require.NoError(t, err)
@@ -342,6 +350,8 @@ func TestConsoleCrawl(t *testing.T) {
 		"/console/event?id=evt_crawl_unhandled&namespace=stripe",
 		"/console/event?id=evt_crawl_broken&namespace=stripe",
 		"/console/event?id=evt_crawl_bulk_00&namespace=stripe",
+		"/console/event?id=evt_crawl_discarded&namespace=stripe",
+		"/console/events?status=discarded",
 	} {
 		require.Contains(t, paths, want)
 		require.Equal(t, http.StatusOK, pages[want].code, want)
@@ -350,6 +360,11 @@ func TestConsoleCrawl(t *testing.T) {
 		"the failed list's second page was linked: %v", paths)
 	require.Contains(t, pages["/console/event?id=evt_crawl_unhandled&namespace=stripe"].body, `<td id="status" class="status-settled">settled</td>`)
 	require.Contains(t, pages["/console/event?id=evt_crawl_broken&namespace=stripe"].body, "no_broken_plan")
+	require.Contains(t, pages["/console/event?id=evt_crawl_unhandled&namespace=stripe"].body, "none matched: unhandled")
+	require.Contains(t, pages["/console/event?id=evt_crawl_discarded&namespace=stripe"].body, `<td id="discard-reason">poison: no subscription object</td>`)
+	settledList := pages["/console/events?status=settled"]
+	require.Equal(t, http.StatusOK, settledList.code)
+	require.Equal(t, 1, strings.Count(settledList.body, `settled · <span class="tag unhandled">unhandled</span>`), "the unhandled event, and only it, is marked")
 
 	// The failed list: its count, and every failed event once across its
 	// pages; the bulk requeue's confirmation counts them all.
@@ -362,9 +377,12 @@ func TestConsoleCrawl(t *testing.T) {
 	ids, _ = listedIDs(t, s, "/console/events?status=failed")
 	require.ElementsMatch(t, want, ids, "the events page filtered to failed shows the same rows")
 	ids, _ = listedIDs(t, s, "/console/events")
-	require.Len(t, ids, len(settled)+2+len(want), "every row of the ledger once")
+	require.Len(t, ids, len(settled)+3+len(want), "every row of the ledger once")
+	ids, _ = listedIDs(t, s, "/console/events?status=discarded")
+	require.Equal(t, []string{"evt_crawl_discarded"}, ids)
+	require.Contains(t, pages["/console/events?status=discarded"].body, "discarded: poison: no subscription object")
 
-	code, _, _ := s.page(t, "/console/failed?after=nope", basic(adminToken))
+	code, _, _ = s.page(t, "/console/failed?after=nope", basic(adminToken))
 	require.Equal(t, http.StatusBadRequest, code)
 }
 

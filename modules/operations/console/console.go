@@ -36,13 +36,14 @@ type Source struct {
 	Secrets  int
 }
 
-// Ledger is what the console reads and requeues through: the methods of
-// *ledger.Store it uses.
+// Ledger is what the console reads, requeues and discards through: the
+// methods of *ledger.Store it uses.
 type Ledger interface {
 	List(ctx context.Context, f ledger.Filter) ([]*ent.WebhookEvent, int64, error)
 	Find(ctx context.Context, namespace, eventID string) (*ent.WebhookEvent, error)
 	FindJob(ctx context.Context, namespace, eventID string) (*ledger.Job, error)
 	Requeue(ctx context.Context, namespace, eventID string, force bool) (ledger.RequeueResult, error)
+	Discard(ctx context.Context, namespace, eventID, reason string) (*ent.WebhookEvent, error)
 	RequeueMatching(ctx context.Context, f ledger.Filter, force, dryRun bool) (ledger.RequeueCounts, error)
 	CountByStatus(ctx context.Context) (map[string]int64, bool, error)
 	Backlog(ctx context.Context) (ledger.Backlog, error)
@@ -82,6 +83,7 @@ func Routes(r gin.IRouter, cfg Config) {
 	g.GET("/events", h.events)
 	g.GET("/event", h.event)
 	g.POST("/event/requeue", h.requeue)
+	g.POST("/event/discard", h.discard)
 	g.GET("/failed", h.failed)
 	g.GET("/failed/confirm", h.confirmFailed)
 	g.POST("/failed/requeue", h.requeueFailed)
@@ -226,13 +228,18 @@ type page struct {
 }
 
 func (h *handler) render(c *gin.Context, name, title string, data any) {
+	h.renderStatus(c, http.StatusOK, name, title, data)
+}
+
+// renderStatus renders a page answering code.
+func (h *handler) renderStatus(c *gin.Context, code int, name, title string, data any) {
 	var buf bytes.Buffer
 	p := page{Title: title, Nav: name, CSRF: h.cfg.CSRFToken, Field: h.cfg.CSRFField, LogOnly: h.cfg.LogOnly, RiverUI: h.cfg.RiverUI, Data: data}
 	if err := h.pages[name].Execute(&buf, p); err != nil {
 		h.fail(c, fmt.Errorf("render %s: %w", name, err))
 		return
 	}
-	c.Data(http.StatusOK, "text/html; charset=utf-8", buf.Bytes())
+	c.Data(code, "text/html; charset=utf-8", buf.Bytes())
 }
 
 func (h *handler) fail(c *gin.Context, err error) {

@@ -33,7 +33,7 @@ type eventsData struct {
 	Since   string
 	Until   string
 	ID      string
-	Events  []*ent.WebhookEvent
+	Events  rowsData
 	Next    string
 	Sources []string
 	Error   string
@@ -63,7 +63,10 @@ func (h *handler) events(c *gin.Context) {
 			c.Redirect(http.StatusSeeOther, eventPath(rows[0]))
 			return
 		}
-		d.Events = rows
+		if d.Events, err = h.listRows(ctx, rows); err != nil {
+			h.fail(c, err)
+			return
+		}
 		h.render(c, "events", "Events", d)
 		return
 	}
@@ -79,7 +82,10 @@ func (h *handler) events(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	d.Events = rows
+	if d.Events, err = h.listRows(ctx, rows); err != nil {
+		h.fail(c, err)
+		return
+	}
 	if next > 0 {
 		q := c.Request.URL.Query()
 		q.Set("after", strconv.FormatInt(next, 10))
@@ -92,7 +98,7 @@ func (h *handler) events(c *gin.Context) {
 func listFilter(d eventsData, after string) (ledger.Filter, error) {
 	f := ledger.Filter{Status: webhookevent.Status(d.Status), Source: d.Source, Type: d.Type, Limit: pageSize}
 	if f.Status != "" && !ledger.ValidStatus(f.Status) {
-		return f, errors.New("status: want claimed, processing, settled or failed")
+		return f, errors.New("status: want claimed, processing, settled, failed or discarded")
 	}
 	var err error
 	now := time.Now()
@@ -128,14 +134,34 @@ type eventData struct {
 	Payload string
 	Headers []header
 	Job     *ledger.Job
-	Done    string
+	// Next is when River applies it next (nextTry).
+	Next string
+	// Handlers says which modules applied it (handlersText).
+	Handlers  string
+	Unhandled bool
+	// FailedIn is the module and handler of its last failure, Module its
+	// module; "" when it never failed in a handler.
+	FailedIn, Module string
+	// History is its failure log, newest first.
+	History []failureView
+	// Discardable: not settled and not discarded yet.
+	Discardable bool
+	Done        string
+	// Error is why the action just posted was refused.
+	Error   string
 	Force   string
 	ClockMS string
 }
 
 func (h *handler) event(c *gin.Context) {
+	h.showEvent(c, http.StatusOK, c.Query("namespace"), c.Query("id"), c.Query("done"), "")
+}
+
+// showEvent renders the page of an event with code, the flash of an
+// action done, or the error of an action refused.
+func (h *handler) showEvent(c *gin.Context, code int, namespace, id, done, refused string) {
 	ctx := c.Request.Context()
-	row, err := h.cfg.Ledger.Find(ctx, c.Query("namespace"), c.Query("id"))
+	row, err := h.cfg.Ledger.Find(ctx, namespace, id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		h.message(c, http.StatusNotFound, "event not found")
 		return
@@ -144,7 +170,13 @@ func (h *handler) event(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	d := eventData{Row: row, Done: c.Query("done"), Force: forceSemantics}
+	d := eventData{Row: row, Done: done, Error: refused, Force: forceSemantics,
+		Handlers: handlersText(row), Unhandled: unhandled(row), History: history(row),
+		Discardable: row.Status != webhookevent.StatusSettled && row.Status != webhookevent.StatusDiscarded}
+	if len(row.FailureLog) > 0 || row.Status == webhookevent.StatusFailed {
+		d.FailedIn = failingHandler(row)
+		d.Module = moduleOf(d.FailedIn)
+	}
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, []byte(row.Payload), "", "  ") == nil {
 		d.Payload = pretty.String()
@@ -162,11 +194,13 @@ func (h *handler) event(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	h.render(c, "event", row.EventID, d)
+	d.Next = nextTry(row, d.Job, time.Now())
+	h.renderStatus(c, code, "event", row.EventID, d)
 }
 
 // requeue is the detail page's action: Requeue, forced when the form says
-// so, exactly as POST /admin/events/{id}/requeue.
+// so, exactly as POST /admin/events/{id}/requeue. A discarded event comes
+// back: claimed, and applied now.
 func (h *handler) requeue(c *gin.Context) {
 	ns, id := c.PostForm("namespace"), c.PostForm("id")
 	res, err := h.cfg.Ledger.Requeue(c.Request.Context(), ns, id, c.PostForm("force") == "true")
@@ -184,8 +218,31 @@ func (h *handler) requeue(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, eventURL(ns, id)+"&done="+done)
 }
 
+// discard is the detail page's Discard: Discard with the form's reason,
+// exactly as POST /admin/events/{id}/discard. A refusal shows the event's
+// page again with why: 400 without a reason, 409 when the event is
+// settled or being applied right now.
+func (h *handler) discard(c *gin.Context) {
+	ns, id := c.PostForm("namespace"), c.PostForm("id")
+	_, err := h.cfg.Ledger.Discard(c.Request.Context(), ns, id, c.PostForm("reason"))
+	switch {
+	case err == nil:
+		c.Redirect(http.StatusSeeOther, eventURL(ns, id)+"&done=discarded")
+	case errors.Is(err, ledger.ErrNotFound):
+		h.message(c, http.StatusNotFound, "event not found")
+	case errors.Is(err, ledger.ErrNoReason):
+		h.showEvent(c, http.StatusBadRequest, ns, id, "", "Not discarded: a discard needs a reason. Say why this event will not be applied.")
+	case errors.Is(err, ledger.ErrBeingApplied):
+		h.showEvent(c, http.StatusConflict, ns, id, "", "Not discarded: a job is applying this event right now. Try again when it ends.")
+	case errors.Is(err, ledger.ErrNotDiscardable):
+		h.showEvent(c, http.StatusConflict, ns, id, "", "Not discarded: the event is settled, it was applied.")
+	default:
+		h.fail(c, err)
+	}
+}
+
 type failedData struct {
-	Events []*ent.WebhookEvent
+	Events rowsData
 	Next   string
 	Total  int
 }
@@ -206,7 +263,11 @@ func (h *handler) failed(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	d := failedData{Events: rows}
+	var d failedData
+	if d.Events, err = h.listRows(c.Request.Context(), rows); err != nil {
+		h.fail(c, err)
+		return
+	}
 	if next > 0 {
 		d.Next = "/console/failed?after=" + strconv.FormatInt(next, 10)
 	}
