@@ -269,28 +269,31 @@ func (m *module) stripeInvoicePaid(ctx context.Context, tx *ledger.Tx, ev *ledge
 }
 
 func (m *module) paddleTransaction(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+	// Exact keys, as payload::jsonb reads them.
 	var e struct {
-		OccurredAt time.Time `json:"occurred_at"`
+		OccurredAt time.Time
 		Data       struct {
-			ID           string `json:"id"`
-			CustomerID   string `json:"customer_id"`
-			CurrencyCode string `json:"currency_code"`
-			Details      struct {
-				Totals struct {
-					GrandTotal string `json:"grand_total"`
-				} `json:"totals"`
-			} `json:"details"`
-		} `json:"data"`
+			ID, CustomerID, CurrencyCode, GrandTotal string
+		}
 	}
-	if err := json.Unmarshal(ev.Payload, &e); err != nil {
+	var occurred string
+	err := provider.DecodeFields(ev.Payload, provider.Field{Name: "occurred_at", Dst: &occurred},
+		provider.Field{Name: "data", Fields: []provider.Field{
+			{Name: "id", Dst: &e.Data.ID}, {Name: "customer_id", Dst: &e.Data.CustomerID}, {Name: "currency_code", Dst: &e.Data.CurrencyCode},
+			{Name: "details", Fields: []provider.Field{{Name: "totals", Fields: []provider.Field{{Name: "grand_total", Dst: &e.Data.GrandTotal}}}}},
+		}})
+	if err == nil && occurred != "" {
+		e.OccurredAt, err = time.Parse(time.RFC3339Nano, occurred)
+	}
+	if err != nil {
 		return ledger.Permanent(fmt.Errorf("decode transaction.completed: %w", err))
 	}
 	if e.Data.ID == "" {
 		return ledger.Permanent(errors.New("transaction.completed without data.id"))
 	}
-	amount, err := strconv.ParseInt(e.Data.Details.Totals.GrandTotal, 10, 64)
+	amount, err := strconv.ParseInt(e.Data.GrandTotal, 10, 64)
 	if err != nil {
-		return ledger.Permanent(fmt.Errorf("transaction %s grand_total %q: %w", e.Data.ID, e.Data.Details.Totals.GrandTotal, err))
+		return ledger.Permanent(fmt.Errorf("transaction %s grand_total %q: %w", e.Data.ID, e.Data.GrandTotal, err))
 	}
 	return m.record(ctx, tx, ev, Payment{
 		Provider: "paddle", ExternalID: e.Data.ID, CustomerID: e.Data.CustomerID,

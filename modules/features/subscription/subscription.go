@@ -174,39 +174,54 @@ func (m *module) applyStripe(ctx context.Context, tx *ledger.Tx, ev *ledger.Even
 
 // paddleEvent is the part of a Paddle Billing subscription.* event used.
 type paddleEvent struct {
-	OccurredAt time.Time `json:"occurred_at"`
+	OccurredAt time.Time
 	Data       struct {
-		ID         string `json:"id"`
-		Status     string `json:"status"`
-		CustomerID string `json:"customer_id"`
-		Items      []struct {
-			Price struct {
-				ID string `json:"id"`
-			} `json:"price"`
-		} `json:"items"`
-	} `json:"data"`
+		ID, Status, CustomerID string
+		// Plan is the first item's price id.
+		Plan string
+	}
+}
+
+// decodePaddleEvent reads a Paddle subscription event in one pass, under
+// exact keys, as payload::jsonb reads them.
+func decodePaddleEvent(payload []byte) (paddleEvent, error) {
+	var (
+		pe       paddleEvent
+		occurred string
+	)
+	d := &pe.Data
+	err := provider.DecodeFields(payload, provider.Field{Name: "occurred_at", Dst: &occurred},
+		provider.Field{Name: "data", Fields: []provider.Field{
+			{Name: "id", Dst: &d.ID}, {Name: "status", Dst: &d.Status}, {Name: "customer_id", Dst: &d.CustomerID},
+			{Name: "items", List: true, Fields: []provider.Field{{Name: "price", Fields: []provider.Field{{Name: "id", Dst: &d.Plan}}}}},
+		}})
+	if err != nil {
+		return pe, err
+	}
+	if occurred != "" {
+		if pe.OccurredAt, err = time.Parse(time.RFC3339Nano, occurred); err != nil {
+			return pe, fmt.Errorf("occurred_at: %w", err)
+		}
+	}
+	return pe, nil
 }
 
 // applyPaddle writes a Paddle subscription; its version is the event's
 // occurred_at in Unix microseconds.
 func (m *module) applyPaddle(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	var pe paddleEvent
-	if err := json.Unmarshal(ev.Payload, &pe); err != nil {
+	pe, err := decodePaddleEvent(ev.Payload)
+	if err != nil {
 		return ledger.Permanent(fmt.Errorf("decode paddle subscription event: %w", err))
 	}
 	if pe.Data.ID == "" || pe.OccurredAt.IsZero() {
 		return ledger.Permanent(errors.New("paddle subscription event without data.id or occurred_at"))
-	}
-	plan := ""
-	if len(pe.Data.Items) > 0 {
-		plan = pe.Data.Items[0].Price.ID
 	}
 	m.stage(tx, state{
 		Namespace:  ev.Namespace,
 		Provider:   "paddle",
 		ExternalID: pe.Data.ID,
 		CustomerID: pe.Data.CustomerID,
-		Plan:       plan,
+		Plan:       pe.Data.Plan,
 		Status:     pe.Data.Status,
 		Version:    pe.OccurredAt.UnixMicro(),
 		Rank:       rankOf(pe.Data.Status, ev.Type),
