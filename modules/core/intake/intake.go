@@ -55,7 +55,12 @@ func (s *Source) Prepare(h http.Header, body []byte, verified *provider.Verifica
 		Headers:    s.Provider.RecordedHeaders(h),
 		Replayed:   verified == nil,
 	}
-	if s.BodyDedup && s.Provider.DigestFunc != nil {
+	switch {
+	case ev.UnsignedID:
+		// The id is the sender's word, outside the signature: the signed
+		// body is the event, whatever id a copy of it comes under.
+		claim.BodyDigest = provider.UnsignedIDDigest(body)
+	case s.BodyDedup && s.Provider.DigestFunc != nil:
 		claim.BodyDigest = s.Provider.DigestFunc(h, body)
 	}
 	if verified != nil {

@@ -24,11 +24,25 @@ type IDFallback struct {
 
 // ID returns the derived id, or "" when nothing configured is present.
 func (f *IDFallback) ID(h http.Header, body []byte) (string, error) {
+	id, _, err := f.derive(h, body)
+	return id, err
+}
+
+// derive is ID that also says whether the id came from the header, which
+// no signature covers.
+func (f *IDFallback) derive(h http.Header, body []byte) (id string, unsigned bool, err error) {
 	if f.Header != "" {
 		if v := h.Get(f.Header); v != "" {
-			return v, nil
+			return v, true, nil
 		}
 	}
+	id, err = f.fromBody(body)
+	return id, false, err
+}
+
+// fromBody derives the id from the signed body: a JSON path, else a hash
+// of the configured fields.
+func (f *IDFallback) fromBody(body []byte) (string, error) {
 	if f.JSONPath == "" && len(f.HashFields) == 0 {
 		return "", nil
 	}

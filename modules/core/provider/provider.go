@@ -40,6 +40,19 @@ type Parsed struct {
 	// url_verification); Reply is then the response body.
 	Ignore bool
 	Reply  any
+	// UnsignedID marks an id read from a header the signature does not
+	// cover (IDFallback.Header): anyone holding one signed delivery could
+	// send it again under new ids, so its body is a claim key too
+	// (UnsignedIDDigest).
+	UnsignedID bool
+}
+
+// UnsignedIDDigest is the second claim key of an event whose id came from
+// an unsigned header: the signed body, under a prefix of its own, so that
+// the same body under another id is the same event.
+func UnsignedIDDigest(body []byte) string {
+	sum := sha256.Sum256(body)
+	return "unsigned-id:sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Provider is one webhook sender's conventions.
@@ -156,7 +169,7 @@ func (p *Provider) Parse(h http.Header, body []byte, fb *IDFallback) (Parsed, er
 		return ev, nil
 	}
 	if ev.ID == "" && fb != nil {
-		if ev.ID, err = fb.ID(h, body); err != nil {
+		if ev.ID, ev.UnsignedID, err = fb.derive(h, body); err != nil {
 			return Parsed{}, err
 		}
 	}
