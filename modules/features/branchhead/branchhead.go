@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/provider"
@@ -48,6 +49,11 @@ func applyPush(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
 	// Push payloads carry pushed_at as Unix seconds; other events as a string.
 	if err := json.Unmarshal(p.Repository.PushedAt, &pushedAt); err != nil {
 		return ledger.Permanent(fmt.Errorf("push repository.pushed_at %s: %w", p.Repository.PushedAt, err))
+	}
+	// The version a branch keeps: a time that has not come (a forged or
+	// broken push) would pin the branch against every later push.
+	if pushedAt < 0 || pushedAt > time.Now().Add(provider.MaxFutureSkew).Unix() {
+		return ledger.Permanent(fmt.Errorf("push repository.pushed_at %d is not a time a push happened at", pushedAt))
 	}
 	ledger.Stage(tx, pushesKey{}, func() *pushes { return &pushes{} }).add(branchPush{
 		repository: p.Repository.FullName, ref: p.Ref, after: p.After, before: p.Before,

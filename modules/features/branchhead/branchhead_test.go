@@ -126,3 +126,16 @@ func TestBatchTakesBranchesInKeyOrder(t *testing.T) {
 	sha, _ := head(t, h, "acme/x", "refs/heads/main")
 	require.Equal(t, "x2", sha, "the branch's pushes in the ledger's order")
 }
+
+// TestFuturePushedAtIsRefused: a push whose pushed_at has not come (the
+// largest int64, from an unsigned replay or a broken sender) fails for
+// good and never pins the branch against later pushes.
+func TestFuturePushedAtIsRefused(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	err := h.Deliver(t, "github", "d-future", "push", push("aaa", "zzz", 9223372036854775807))
+	require.True(t, ledger.IsPermanent(err), "%v", err)
+	require.NoError(t, h.Deliver(t, "github", "d-real", "push", push("aaa", "bbb", 1_700_000_000)))
+	sha, _ := head(t, h, "acme/api", "refs/heads/main")
+	require.Equal(t, "bbb", sha)
+}
