@@ -133,13 +133,21 @@ func (m *applySpan) Work(ctx context.Context, job *rivertype.JobRow, doInner fun
 func traceRequests(tp trace.TracerProvider) gin.HandlerFunc {
 	tracer := tp.Tracer(tracerName)
 	return func(c *gin.Context) {
-		ctx := propagation.TraceContext{}.Extract(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
+		// Anyone on the internet may send traceparent: a request starts a
+		// trace of its own, so that a client never sets the trace id or the
+		// sampling of hookledger's spans (or what its jobs carry), and a
+		// valid remote context is kept only as a link. tracestate is dropped.
+		opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer)}
+		remote := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(c.Request.Header)))
+		if remote.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: remote.WithTraceState(trace.TraceState{})}))
+		}
 		route := c.FullPath()
 		if route == "" {
 			route = "unmatched"
 		}
-		ctx, span := tracer.Start(ctx, c.Request.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", c.Request.Method), attribute.String("http.route", route)))
+		opts = append(opts, trace.WithAttributes(attribute.String("http.request.method", c.Request.Method), attribute.String("http.route", route)))
+		ctx, span := tracer.Start(c.Request.Context(), c.Request.Method+" "+route, opts...)
 		defer span.End()
 		c.Request = c.Request.WithContext(ctx)
 		c.Next()

@@ -70,6 +70,45 @@ func TestDeliveryTrace(t *testing.T) {
 	require.Positive(t, under["ledger.apply"], "the apply's SQL is traced")
 }
 
+// TestClientTraceparentStartsNoTrace: a traceparent (and tracestate) an
+// internet client sends sets neither the trace id nor the sampling of
+// hookledger's spans: the request's span is a new root, linked to the
+// client's context with its tracestate dropped, and no job carries it.
+func TestClientTraceparentStartsNoTrace(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	s := startOn(t, dbtest.New(t), nil, config.RoleAll, app.WithTracerProvider(tp))
+	const clientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	body := subEvent("evt_trace_client", "active", time.Now().Unix())
+	h := signed(body, time.Now())
+	h.Set("Traceparent", "00-"+clientTrace+"-00f067aa0ba902b7-00") // not sampled, says the client
+	h.Set("Tracestate", "attacker=payload")
+	code, _ := s.post(t, "/webhooks/stripe", body, h)
+	require.Equal(t, http.StatusOK, code)
+	s.waitSettled(t, "evt_trace_client")
+
+	var httpSpan *tracetest.SpanStub
+	dbtest.Eventually(t, func() bool {
+		for _, sp := range exp.GetSpans() {
+			if sp.Name == "POST /webhooks/:source" {
+				httpSpan = &sp
+				return true
+			}
+		}
+		return false
+	}, "the request is traced, whatever the client's sampling flag")
+	require.False(t, httpSpan.Parent.IsValid(), "a new root")
+	require.NotEqual(t, clientTrace, httpSpan.SpanContext.TraceID().String())
+	require.Len(t, httpSpan.Links, 1)
+	require.Equal(t, clientTrace, httpSpan.Links[0].SpanContext.TraceID().String(), "the client's context, as a link")
+	require.Empty(t, httpSpan.Links[0].SpanContext.TraceState().String(), "without its tracestate")
+	for _, sp := range exp.GetSpans() {
+		require.NotEqual(t, clientTrace, sp.SpanContext.TraceID().String(), "%s is not in the client's trace", sp.Name)
+	}
+	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM river_job WHERE metadata::text LIKE '%attacker%' OR metadata::text LIKE '%`+clientTrace+`%'`))
+}
+
 // TestBuildInfo checks hookledger_build_info on /metrics.
 func TestBuildInfo(t *testing.T) {
 	t.Parallel()
