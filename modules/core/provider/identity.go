@@ -27,7 +27,9 @@ func unixTime(sec int64) time.Time {
 }
 
 // checkIdentity refuses an id or type that is too long, not UTF-8, or that
-// holds control characters.
+// holds control or format characters (bidirectional overrides such as
+// U+202E, zero-width characters), which make one id read as another on the
+// console and in logs.
 func checkIdentity(what, v string) error {
 	if len(v) > MaxIdentityBytes {
 		return payloadError("%s is %d bytes; at most %d are accepted", what, len(v), MaxIdentityBytes)
@@ -37,6 +39,9 @@ func checkIdentity(what, v string) error {
 	}
 	if strings.ContainsFunc(v, unicode.IsControl) {
 		return payloadError("%s contains control characters", what)
+	}
+	if strings.ContainsFunc(v, func(r rune) bool { return unicode.Is(unicode.Cf, r) }) {
+		return payloadError("%s contains invisible format characters (such as bidirectional overrides)", what)
 	}
 	return nil
 }

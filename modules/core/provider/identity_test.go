@@ -38,6 +38,9 @@ func TestIdentityBounds(t *testing.T) {
 		"long type":      body("evt", strings.Repeat("t", 256)),
 		"control in id":  body(`evt\n1`, "x"),
 		"escaped bell":   body(`evt\u0007`, "x"),
+		"bidi override":  body("evt_\u202egnp.exe", "x"),
+		"zero width":     body("evt_1\u200b", "x"),
+		"bidi in type":   body("evt_2", "invoice\u2066.paid"),
 		"case variant":   []byte(`{"Id":"evt","type":"x"}`),
 		"duplicate type": []byte(`{"id":"evt","type":"x","type":"y"}`),
 	} {
