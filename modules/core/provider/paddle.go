@@ -36,13 +36,13 @@ func verifyPaddle(h http.Header, body []byte, secrets [][]byte, now time.Time, t
 		return Verification{}, err
 	}
 	signedAt := time.Unix(ts, 0)
-	if err := olderThan(signedAt, now, tolerance); err != nil {
-		return Verification{}, err
-	}
 	tsb := strconv.AppendInt(nil, ts, 10)
 	i, ok := matchSecret(secrets, sigs, func(secret []byte) []byte { return hmacSHA256(secret, tsb, []byte{':'}, body) })
 	if !ok {
 		return Verification{}, signatureError(ReasonMismatch, "no h1 signature matches the body")
+	}
+	if err := olderThan(signedAt, now, tolerance); err != nil {
+		return Verification{}, err
 	}
 	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }

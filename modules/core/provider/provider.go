@@ -218,9 +218,13 @@ const (
 	ReasonMissing   Reason = "missing"
 	ReasonMalformed Reason = "malformed"
 	ReasonMismatch  Reason = "mismatch"
-	ReasonStale     Reason = "stale"
-	ReasonFuture    Reason = "future"
-	ReasonNoSecret  Reason = "no_secret"
+	// ReasonStale and ReasonFuture are given only once a signature matched:
+	// a genuine delivery signed longer ago than the source's tolerance (a
+	// relay or queue held it; raise the source's tolerance), or ahead of
+	// it. A forged one with an old timestamp is a mismatch.
+	ReasonStale    Reason = "stale"
+	ReasonFuture   Reason = "future"
+	ReasonNoSecret Reason = "no_secret"
 )
 
 // SignatureError is a refused signature; it wraps ErrSignature.

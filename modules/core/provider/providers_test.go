@@ -250,3 +250,24 @@ func TestEmptySignatureNeverMatches(t *testing.T) {
 	_, err = Shopify.Verify(http.Header{"X-Shopify-Hmac-Sha256": {"="}}, []byte("{}"), [][]byte{[]byte("s")}, time.Now(), -1)
 	require.ErrorIs(t, err, ErrSignature)
 }
+
+// TestStaleMeansAGenuineLateDelivery: a timestamp past the tolerance is
+// reported as stale only when the signature matched (a relay held a real
+// delivery); a forgery with an old timestamp is a mismatch.
+func TestStaleMeansAGenuineLateDelivery(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"id":"evt_late","type":"invoice.paid","created":1700000000}`)
+	signedAt := time.Unix(1700000000, 0)
+	now := signedAt.Add(10 * time.Minute)
+	for _, p := range []*Provider{Stripe, Paddle, Slack, Standard} {
+		secret := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+		h, err := p.Sign(secret, Delivery{ID: "msg_late", At: signedAt, Body: body})
+		require.NoError(t, err, p.Name)
+		_, err = p.Verify(h, body, [][]byte{[]byte(secret)}, now, 5*time.Minute)
+		require.Equal(t, ReasonStale, ReasonOf(err), "%s: a real delivery, late", p.Name)
+		_, err = p.Verify(h, body, [][]byte{[]byte("whsec_b3RoZXJzZWNyZXRvdGhlcnNlY3JldA==")}, now, 5*time.Minute)
+		require.Equal(t, ReasonMismatch, ReasonOf(err), "%s: an old forgery", p.Name)
+		_, err = p.Verify(h, body, [][]byte{[]byte(secret)}, now, 0)
+		require.NoError(t, err, "%s: tolerance 0 takes it", p.Name)
+	}
+}

@@ -42,9 +42,6 @@ func verifySlack(h http.Header, body []byte, secrets [][]byte, now time.Time, to
 		return Verification{}, signatureError(ReasonMalformed, "unreadable X-Slack-Request-Timestamp")
 	}
 	signedAt := time.Unix(ts, 0)
-	if err := withinBothWays(signedAt, now, tolerance); err != nil {
-		return Verification{}, err
-	}
 	hexSig, ok := strings.CutPrefix(sigHeader, "v0=")
 	if !ok {
 		return Verification{}, signatureError(ReasonMalformed, "X-Slack-Signature is not a v0 signature")
@@ -56,6 +53,9 @@ func verifySlack(h http.Header, body []byte, secrets [][]byte, now time.Time, to
 	i, ok := matchSecret(secrets, [][]byte{sig}, func(secret []byte) []byte { return hmacSHA256(secret, []byte("v0:"+tsHeader+":"), body) })
 	if !ok {
 		return Verification{}, signatureError(ReasonMismatch, "X-Slack-Signature does not match the body")
+	}
+	if err := withinBothWays(signedAt, now, tolerance); err != nil {
+		return Verification{}, err
 	}
 	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }

@@ -38,12 +38,14 @@ func verifyStripe(h http.Header, body []byte, secrets [][]byte, now time.Time, t
 		return Verification{}, err
 	}
 	signedAt := time.Unix(ts, 0)
-	if err := olderThan(signedAt, now, tolerance); err != nil {
-		return Verification{}, err
-	}
 	i, ok := matchSecret(secrets, sigs, func(secret []byte) []byte { return StripeSignature(secret, ts, body) })
 	if !ok {
 		return Verification{}, signatureError(ReasonMismatch, "no v1 signature matches the body")
+	}
+	// After the signature: a stale answer is a genuine delivery held too
+	// long (a relay, a queue), never a forgery.
+	if err := olderThan(signedAt, now, tolerance); err != nil {
+		return Verification{}, err
 	}
 	return Verification{SecretIndex: i, SignedAt: signedAt}, nil
 }
