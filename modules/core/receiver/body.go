@@ -4,70 +4,159 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/netip"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// errOverBudget is returned when the server already holds as many body
-// bytes as its budget allows.
-var errOverBudget = errors.New("request-body budget exhausted")
+var (
+	// errOverBudget is returned when the server already holds as many body
+	// bytes as its budget allows.
+	errOverBudget = errors.New("request-body budget exhausted")
+	// errClientOverBudget is returned when one client address already holds
+	// its share of the budget.
+	errClientOverBudget = errors.New("request-body budget of this client address exhausted")
+	// errTooSlow is returned when a body arrives slower than the minimum
+	// data rate once its grace period is over; the connection is closed.
+	errTooSlow = errors.New("request body arriving too slowly")
+)
 
-// budget bounds the body bytes that in-flight deliveries may hold. Each
-// delivery reserves what it may read (its declared length, or the limit
-// when it declares none) before reading a byte, and releases it when it is
-// answered; a reservation that does not fit is refused at once, so a crowd
-// of clients that declare large bodies and send nothing cannot make the
-// server allocate for them.
+const (
+	// firstChunk is what a delivery reserves, and allocates, before its
+	// first byte arrives (its declared length when smaller): an idle
+	// connection holds this much of the budget and no more, about what the
+	// HTTP server itself buffers per connection.
+	firstChunk = 4 << 10
+	// bodyGrace is how long a body may take before the minimum data rate
+	// applies: a delivery whose body is not complete by then must have
+	// averaged bodyMinRate since.
+	bodyGrace = 5 * time.Second
+	// bodyMinRate (bytes per second) is the slowest average a body may
+	// arrive at after bodyGrace: with the default limits, any body slower
+	// than this would take longer than HTTP_READ_TIMEOUT anyway.
+	bodyMinRate = 1 << 10
+	// clientShare is the part of the budget one client address may hold
+	// (never less than one body of the limit).
+	clientShare = 4
+)
+
+// budget bounds the body bytes that in-flight deliveries hold. A delivery
+// reserves its bytes in chunks as they arrive (never its declared length up
+// front) and releases them when it is answered; a reservation that does not
+// fit the budget, or the share of it one client address may hold, is
+// refused at once. A crowd of clients that declare large bodies and send
+// little holds little, and one client address cannot take the whole budget.
 type budget struct {
-	mu    sync.Mutex
-	max   int64
-	used  int64
-	gauge prometheus.Gauge
+	mu        sync.Mutex
+	max       int64
+	perClient int64
+	used      int64
+	byClient  map[string]int64
+	gauge     prometheus.Gauge
 }
 
-func (b *budget) reserve(n int64) bool {
+func newBudget(total, limit int64, gauge prometheus.Gauge) *budget {
+	if total <= 0 {
+		total = limit
+	}
+	return &budget{
+		max:       total,
+		perClient: min(total, max(limit, total/clientShare)),
+		byClient:  map[string]int64{},
+		gauge:     gauge,
+	}
+}
+
+func (b *budget) reserve(client string, n int64) error {
+	if n == 0 {
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.used+n > b.max {
-		return false
+		return errOverBudget
+	}
+	if b.byClient[client]+n > b.perClient {
+		return errClientOverBudget
 	}
 	b.used += n
-	if b.gauge != nil {
-		b.gauge.Set(float64(b.used))
-	}
-	return true
+	b.byClient[client] += n
+	b.setGauge()
+	return nil
 }
 
-func (b *budget) release(n int64) {
+func (b *budget) release(client string, n int64) {
+	if n == 0 {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used -= n
+	if b.byClient[client] -= n; b.byClient[client] <= 0 {
+		delete(b.byClient, client)
+	}
+	b.setGauge()
+}
+
+func (b *budget) setGauge() {
 	if b.gauge != nil {
 		b.gauge.Set(float64(b.used))
 	}
 }
 
-// readBody reads at most limit bytes: a declared Content-Length past the
-// limit is refused unread, and an undeclared body is cut off while reading.
-// Past a first buffer of at most firstAlloc, sized by the declared length
-// and inside the budget it reserved, memory grows with the bytes that
-// actually arrive, never with what the client declares. release must be
-// called once the body is no longer needed (it is a no-op after an error).
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, b *budget) (body []byte, release func(), err error) {
-	if r.ContentLength > limit {
-		return nil, func() {}, &http.MaxBytesError{Limit: limit}
+// clientKey is what the per-client share is counted under: the client
+// address, and for IPv6 its /64, which one client usually holds whole.
+func clientKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
 	}
-	want := limit
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, _ := a.WithZone("").Prefix(64)
+	return p.String()
+}
+
+// bodyReader reads delivery bodies within the limit, the budget and the
+// minimum data rate.
+type bodyReader struct {
+	limit   int64
+	budget  *budget
+	grace   time.Duration
+	minRate int64 // bytes per second
+}
+
+// read reads at most limit bytes of r's body for the client address: a
+// declared Content-Length past the limit is refused unread, and an
+// undeclared body is cut off while reading. Memory and the budget grow with
+// the bytes that actually arrive, never with what the client declares: a
+// first chunk, then twice the buffer each time a byte past it arrives, up
+// to the declared length (or the limit). A body that arrives slower than
+// the minimum rate after the grace period is cut off (errTooSlow: its
+// connection can no longer be read, and must be closed). release
+// must be called once the body is no longer needed (it is a no-op after an
+// error).
+func (br *bodyReader) read(w http.ResponseWriter, r *http.Request, client string) (body []byte, release func(), err error) {
+	if r.ContentLength > br.limit {
+		return nil, func() {}, &http.MaxBytesError{Limit: br.limit}
+	}
+	want := br.limit
 	if r.ContentLength >= 0 {
 		want = r.ContentLength
 	}
-	if !b.reserve(want) {
-		return nil, func() {}, errOverBudget
-	}
+	h := &hold{budget: br.budget, client: clientKey(client)}
 	var once sync.Once
-	release = func() { once.Do(func() { b.release(want) }) }
-	body, err = readAll(http.MaxBytesReader(w, r.Body, limit), min(want, firstAlloc))
+	release = func() { once.Do(h.release) }
+	p := startPace(w, br.grace, br.minRate)
+	body, err = readAll(http.MaxBytesReader(w, r.Body, br.limit), want, h, &p.got)
+	if p.stop() {
+		err = errTooSlow
+	}
 	if err != nil {
 		release()
 		return nil, func() {}, err
@@ -75,20 +164,41 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, b *budget) (b
 	return body, release, nil
 }
 
-// firstAlloc bounds the buffer a body is first read into, sized by its
-// declared length: a typical delivery is read into one allocation of its
-// own size, and a larger one grows as its bytes arrive. What it allocates
-// before a byte arrives is inside the budget the declaration reserved.
-const firstAlloc = 32 << 10
+// hold is what one delivery holds of the budget.
+type hold struct {
+	budget *budget
+	client string
+	n      int64
+}
 
-// readAll is io.ReadAll into a buffer of size bytes first, with one byte
-// more so that a body of exactly the declared length meets its end
-// without growing the buffer.
-func readAll(r io.Reader, size int64) ([]byte, error) {
+func (h *hold) grow(n int64) error {
+	if err := h.budget.reserve(h.client, n); err != nil {
+		return err
+	}
+	h.n += n
+	return nil
+}
+
+func (h *hold) release() {
+	h.budget.release(h.client, h.n)
+	h.n = 0
+}
+
+// readAll reads r to its end, at most want bytes (r itself enforces the
+// limit). The buffer is the reservation plus one byte: a body of exactly
+// the reserved length meets its end without growing, and a byte landing
+// in the spare slot is the proof that more has arrived, so past the first
+// chunk the reservation is never more than twice the bytes received.
+func readAll(r io.Reader, want int64, h *hold, got *atomic.Int64) ([]byte, error) {
+	size := min(want, firstChunk)
+	if err := h.grow(size); err != nil {
+		return nil, err
+	}
 	b := make([]byte, 0, size+1)
 	for {
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
+		got.Add(int64(n))
 		if err == io.EOF {
 			return b, nil
 		}
@@ -96,7 +206,81 @@ func readAll(r io.Reader, size int64) ([]byte, error) {
 			return nil, err
 		}
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // grow as append does
+			next := min(want, 2*h.n)
+			if next <= h.n {
+				// More than the declared length: the HTTP server never
+				// lets this happen.
+				return nil, io.ErrUnexpectedEOF
+			}
+			if err := h.grow(next - h.n); err != nil {
+				return nil, err
+			}
+			nb := make([]byte, len(b), next+1)
+			copy(nb, b)
+			b = nb
 		}
 	}
+}
+
+// pace enforces the minimum data rate on one body: the body must have
+// arrived by start + grace + got/minRate, the deadline moving on with every
+// byte (as Apache's mod_reqtimeout MinRate). A watchdog checks it when it
+// is due; a body behind it has its connection's read deadline set in the
+// past, which ends the read at once. The server's own read timeout is never
+// extended.
+type pace struct {
+	got atomic.Int64
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	start   time.Time
+	grace   time.Duration
+	minRate int64
+	abort   func() error
+	done    bool
+	cut     bool
+}
+
+func startPace(w http.ResponseWriter, grace time.Duration, minRate int64) *pace {
+	rc := http.NewResponseController(w)
+	p := &pace{
+		start: time.Now(), grace: grace, minRate: minRate,
+		abort: func() error { return rc.SetReadDeadline(time.Now()) },
+	}
+	p.mu.Lock()
+	p.timer = time.AfterFunc(grace, p.check)
+	p.mu.Unlock()
+	return p
+}
+
+// due is how long after the start a body of which got bytes arrived may
+// wait for its next byte.
+func due(got int64, grace time.Duration, minRate int64) time.Duration {
+	return grace + time.Duration(got)*time.Second/time.Duration(minRate)
+}
+
+func (p *pace) check() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return
+	}
+	late := due(p.got.Load(), p.grace, p.minRate) - time.Since(p.start)
+	if late > 0 {
+		p.timer.Reset(late)
+		return
+	}
+	// Where the deadline cannot be set, the server's read timeout still
+	// ends the read.
+	p.cut = p.abort() == nil
+}
+
+// stop ends the watchdog and reports whether it cut the body off; if it
+// did, the connection can no longer be read and must be closed.
+func (p *pace) stop() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done = true
+	p.timer.Stop()
+	return p.cut
 }

@@ -6,10 +6,11 @@
 package receiver
 
 import (
+	"cmp"
 	"context"
-	"crypto/subtle"
 	"errors"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -53,7 +54,9 @@ type Config struct {
 	Claimer      Claimer
 	MaxBodyBytes int64
 	// BodyBudget bounds the body bytes all in-flight deliveries hold
-	// together; a delivery that does not fit gets 503 with Retry-After.
+	// together, reserved as they arrive; one client address may hold a
+	// quarter of it (at least MaxBodyBytes). A delivery that does not fit
+	// gets 503 with Retry-After.
 	BodyBudget   int64
 	ClaimTimeout time.Duration
 	Metrics      *metrics.Set
@@ -65,27 +68,38 @@ type Config struct {
 	Stats *ledger.DeliveryStats
 	// NowFunc is the clock for timestamp checks; time.Now when nil.
 	NowFunc func() time.Time
+
+	// bodyGrace and bodyMinRate, when set, replace the grace period and
+	// the minimum data rate of request bodies.
+	bodyGrace   time.Duration
+	bodyMinRate int64
 }
 
 // Routes mounts the webhook endpoint.
 func Routes(r gin.IRouter, cfg Config) {
-	h := &handler{cfg: cfg, sources: map[string]*Source{}, budget: &budget{max: cfg.BodyBudget, gauge: cfg.Metrics.BodyBytesInFlight}}
-	if h.budget.max <= 0 {
-		h.budget.max = cfg.MaxBodyBytes
-	}
+	r.POST("/webhooks/:source", newHandler(cfg).receive)
+}
+
+func newHandler(cfg Config) *handler {
+	h := &handler{cfg: cfg, sources: map[string]*Source{}, body: &bodyReader{
+		limit:   cfg.MaxBodyBytes,
+		budget:  newBudget(cfg.BodyBudget, cfg.MaxBodyBytes, cfg.Metrics.BodyBytesInFlight),
+		grace:   cmp.Or(cfg.bodyGrace, bodyGrace),
+		minRate: cmp.Or(cfg.bodyMinRate, bodyMinRate),
+	}}
 	for i := range cfg.Sources {
 		h.sources[cfg.Sources[i].Name] = &cfg.Sources[i]
 	}
 	if h.cfg.NowFunc == nil {
 		h.cfg.NowFunc = time.Now
 	}
-	r.POST("/webhooks/:source", h.receive)
+	return h
 }
 
 type handler struct {
 	cfg     Config
 	sources map[string]*Source
-	budget  *budget
+	body    *bodyReader
 }
 
 // unauthorized is the one 401 body, whatever the reason: the reason goes
@@ -115,22 +129,27 @@ func (h *handler) receive(c *gin.Context) {
 		return
 	}
 
-	body, release, err := readBody(c.Writer, c.Request, h.cfg.MaxBodyBytes, h.budget)
+	body, release, err := h.body.read(c.Writer, c.Request, c.ClientIP())
 	defer release()
 	if err != nil {
+		// Whatever is left of the body is not read: the connection closes
+		// after the answer.
+		c.Header("Connection", "close")
 		var tooLarge *http.MaxBytesError
-		if errors.Is(err, errOverBudget) {
-			log.Warn("request-body budget exhausted", zap.Int64("content_length", c.Request.ContentLength))
+		switch {
+		case errors.Is(err, errOverBudget), errors.Is(err, errClientOverBudget):
+			log.Warn(err.Error(), zap.String("client_ip", c.ClientIP()), zap.Int64("content_length", c.Request.ContentLength))
 			c.Header("Retry-After", "1")
 			h.answer(c, src.Name, metrics.OutcomeUnavailable, http.StatusServiceUnavailable, Response{Error: "too many request bodies in flight, retry later"})
-			return
-		}
-		if errors.As(err, &tooLarge) {
+		case errors.As(err, &tooLarge):
 			h.answer(c, src.Name, metrics.OutcomeTooLarge, http.StatusRequestEntityTooLarge,
 				Response{Error: "body exceeds " + strconv.FormatInt(h.cfg.MaxBodyBytes, 10) + " bytes"})
-			return
+		case errors.Is(err, errTooSlow), errors.Is(err, os.ErrDeadlineExceeded):
+			log.Info("request body too slow", zap.String("client_ip", c.ClientIP()), zap.Error(err))
+			h.answer(c, src.Name, metrics.OutcomeBadRequest, http.StatusRequestTimeout, Response{Error: "request body too slow"})
+		default:
+			h.answer(c, src.Name, metrics.OutcomeBadRequest, http.StatusBadRequest, Response{Error: "could not read body"})
 		}
-		h.answer(c, src.Name, metrics.OutcomeBadRequest, http.StatusBadRequest, Response{Error: "could not read body"})
 		return
 	}
 
@@ -224,5 +243,5 @@ func replayed(c *gin.Context, src *Source) bool {
 		return false
 	}
 	got := c.GetHeader(intake.ReplayTokenHeader)
-	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(src.ReplayToken)) == 1
+	return got != "" && intake.TokenEqual(got, src.ReplayToken)
 }
