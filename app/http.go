@@ -77,11 +77,14 @@ func (a *App) buildHTTP() error {
 		for i, s := range a.cfg.Sources {
 			names[i] = s.Name
 		}
+		// One throttle for every surface behind the admin token: a guesser
+		// gets no more tries by spreading them over the console and the API.
+		throttle := admin.NewThrottle()
 		admin.Routes(e, admin.Config{
-			Token: token, Ledger: store, Metrics: a.metrics, Sources: names, Stats: a.stats, RiverUI: ui,
+			Token: token, Ledger: store, Metrics: a.metrics, Sources: names, Stats: a.stats, RiverUI: ui, Throttle: throttle,
 		})
 		console.Routes(e, console.Config{
-			Auth: admin.Auth(token, a.metrics), CSRFToken: admin.CSRFToken(token), CSRFField: admin.CSRFField,
+			Auth: admin.Auth(token, a.metrics, throttle), CSRFToken: admin.CSRFToken(token), CSRFField: admin.CSRFField,
 			Ledger: store, DB: a.db, Stats: a.stats, Sources: a.consoleSources(),
 			LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, RiverUI: "/riverui",
 		})
@@ -136,7 +139,7 @@ func healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
 func (a *App) metricsRoute() []gin.HandlerFunc {
 	h := gin.WrapH(promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{}))
 	if token := a.cfg.MetricsToken.Reveal(); token != "" {
-		return []gin.HandlerFunc{admin.Auth(token, a.metrics), h}
+		return []gin.HandlerFunc{admin.Auth(token, a.metrics, nil), h}
 	}
 	return []gin.HandlerFunc{h}
 }

@@ -371,6 +371,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}
 	errs = append(errs, c.checkSharedNamespaces()...)
 	errs = append(errs, c.checkSigningKeys()...)
+	errs = append(errs, c.checkDanger()...)
 	c.warn()
 	return c, errors.Join(errs...)
 }

@@ -203,8 +203,8 @@ func TestExampleFileIsCompleteAndValid(t *testing.T) {
 		"HOOKLEDGER_CONFIG":           writeFile(t, strings.ReplaceAll(string(raw), "/run/secrets/stripe_connect_webhook_secret", secretFile)),
 		"STRIPE_WEBHOOK_SECRET":       "whsec_main",
 		"STRIPE_EU_WEBHOOK_SECRET":    "whsec_eu",
-		"GITHUB_ORG_WEBHOOK_SECRET":   "org",
-		"SLACK_LEGACY_SIGNING_SECRET": "legacy",
+		"GITHUB_ORG_WEBHOOK_SECRET":   "org-webhook-secret",
+		"SLACK_LEGACY_SIGNING_SECRET": "legacy-signing-secret",
 	}))
 	require.NoError(t, err)
 	require.Len(t, c.Sources, 6)

@@ -49,13 +49,17 @@ type Config struct {
 	Stats *ledger.DeliveryStats
 	// RiverUI is River's UI handler, served under /riverui/.
 	RiverUI http.Handler
+	// Throttle counts failed authentications per client; share one with
+	// every surface behind the same token. Nil: one of the module's own.
+	Throttle *Throttle
 }
 
-// Routes lists every route the module serves, all behind the token.
+// Routes lists every route the module serves, all behind the token and
+// none of them to be framed by another site (refusals included).
 func Routes(r gin.IRouter, cfg Config) {
 	h := &handler{cfg: cfg}
-	auth := Auth(cfg.Token, cfg.Metrics)
-	g := r.Group("/admin", auth)
+	auth := Auth(cfg.Token, cfg.Metrics, cfg.Throttle)
+	g := r.Group("/admin", web.NoFraming, auth)
 	g.GET("/events", h.list)
 	g.GET("/events/:event_id", h.show)
 	g.POST("/events/:event_id/requeue", h.requeueOne)
@@ -64,8 +68,8 @@ func Routes(r gin.IRouter, cfg Config) {
 	g.GET("/stats", h.stats)
 	g.GET("/csrf", csrfToken(cfg.Token))
 	if cfg.RiverUI != nil {
-		r.GET("/riverui", auth, func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/riverui/") })
-		r.Any("/riverui/*path", auth, gin.WrapH(cfg.RiverUI))
+		r.GET("/riverui", web.NoFraming, auth, func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/riverui/") })
+		r.Any("/riverui/*path", web.NoFraming, auth, gin.WrapH(cfg.RiverUI))
 	}
 }
 

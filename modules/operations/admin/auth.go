@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"math"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -38,7 +41,16 @@ func CSRFToken(token string) string { return csrfValue(token) }
 // form's CSRFField); else 403. A token that is present decides alone: a
 // wrong one is refused whatever the other headers say. A bearer
 // token is never sent by a browser unasked, so it always works.
-func Auth(token string, m *metrics.Set) gin.HandlerFunc {
+//
+// Wrong tokens are counted per client address in throttle (a throttle of
+// its own when nil): once a client has spent its failures, every request
+// from it gets 429 with Retry-After, before its credentials are looked at,
+// until it has earned a try back. A request with no credentials at all
+// spends nothing, and gets 401.
+func Auth(token string, m *metrics.Set, throttle *Throttle) gin.HandlerFunc {
+	if throttle == nil {
+		throttle = NewThrottle()
+	}
 	want := sha256.Sum256([]byte(token))
 	csrf := csrfValue(token)
 	refuse := func(c *gin.Context, status int, reason, msg string) {
@@ -57,12 +69,31 @@ func Auth(token string, m *metrics.Set) gin.HandlerFunc {
 		} else if _, pass, ok := c.Request.BasicAuth(); ok {
 			got = pass
 		}
-		sum := sha256.Sum256([]byte(got))
-		if got == "" || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+		if got == "" {
 			c.Header("WWW-Authenticate", `Basic realm="hookledger"`)
 			refuse(c, http.StatusUnauthorized, "unauthorized", "token required")
 			return
 		}
+		addr, _ := netip.ParseAddr(c.ClientIP())
+		wait, last := throttle.Take(addr)
+		if wait > 0 {
+			if m != nil {
+				m.AdminRefusals.WithLabelValues("throttled").Inc()
+			}
+			c.Header("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			c.AbortWithStatusJSON(http.StatusTooManyRequests, gin.H{"error": "too many failed authentications from this address; retry after Retry-After seconds"})
+			return
+		}
+		sum := sha256.Sum256([]byte(got))
+		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			if last {
+				web.Logger(c).Warn("admin authentication throttled: too many wrong tokens", zap.String("client_ip", c.ClientIP()))
+			}
+			c.Header("WWW-Authenticate", `Basic realm="hookledger"`)
+			refuse(c, http.StatusUnauthorized, "unauthorized", "token required")
+			return
+		}
+		throttle.Refund(addr)
 		if !isBearer && changesState(c.Request.Method) && !sameOrigin(c.Request, csrf) {
 			refuse(c, http.StatusForbidden, "cross_site",
 				"a state-changing request with basic auth needs a same-origin Origin or Sec-Fetch-Site, or "+CSRFHeader+"; scripts should use Authorization: Bearer")

@@ -74,11 +74,12 @@ type Config struct {
 	RiverUI string
 }
 
-// Routes lists every route the console serves, all behind cfg.Auth.
+// Routes lists every route the console serves, all behind cfg.Auth and
+// none of them to be framed by another site (refusals included).
 func Routes(r gin.IRouter, cfg Config) {
 	h := &handler{cfg: cfg, pages: parsePages()}
-	r.GET("/console", cfg.Auth, func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/console/") })
-	g := r.Group("/console", cfg.Auth, secureHeaders)
+	r.GET("/console", web.NoFraming, cfg.Auth, func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/console/") })
+	g := r.Group("/console", web.NoFraming, cfg.Auth, secureHeaders)
 	g.GET("/", h.overview)
 	g.GET("/events", h.events)
 	g.GET("/event", h.event)
@@ -129,9 +130,20 @@ var funcs = template.FuncMap{
 		}
 		return duration(time.Since(t)) + " ago"
 	},
-	"dur":  duration,
-	"list": func(s ...string) []string { return s },
-	"pct":  func(f float64) string { return fmt.Sprintf("%.2f%%", f*100) },
+	"dur":   duration,
+	"list":  func(s ...string) []string { return s },
+	"pct":   func(f float64) string { return fmt.Sprintf("%.2f%%", f*100) },
+	"flash": func(done string) string { return flashes[done] },
+}
+
+// flashes are the messages an action's redirect shows on the event page,
+// by the code in its done= parameter. Any other value shows nothing: the
+// link is anyone's to write, and the page must not say what they wrote.
+var flashes = map[string]string{
+	"requeued":  "Requeued: its apply job runs now.",
+	"pending":   "A job is applying this event right now; nothing was changed.",
+	"settled":   "The event is settled; use force to apply it again.",
+	"discarded": "Discarded: the event left the backlog and its River job is cancelled. Requeue brings it back.",
 }
 
 // duration prints d rounded for people: 42s, 3m10s, 5h2m, 3d4h.

@@ -146,7 +146,9 @@ type eventData struct {
 	History []failureView
 	// Discardable: not settled and not discarded yet.
 	Discardable bool
-	Done        string
+	// Done is the code of the action just done (a key of flashes, from
+	// the redirect's done=); any other value shows no message.
+	Done string
 	// Error is why the action just posted was refused.
 	Error   string
 	Force   string
