@@ -62,14 +62,24 @@ func genuineBodySigned(t *testing.T) []genuineEvent {
 // body as a replay: how many distinct genuine events in testdata share a
 // digest (each would be answered duplicate and never applied). Shopify's
 // documented create+publish case (one payload to products/create and
-// products/update) is included; the topic keeps the pair apart.
+// products/update) and GitHub's App installation pair (one body as
+// installation and integration_installation) are included; the topic and
+// the event name keep the pairs apart.
 func TestBodyDigestTradeOff(t *testing.T) {
 	t.Parallel()
 	events := genuineBodySigned(t)
 	product := readFixture(t, "shopify/products.update.shopify-dev-example.json")
+	installation, err := os.ReadFile("../../../testdata/corpus/github/installation.created.json")
+	require.NoError(t, err)
 	events = append(events, genuineEvent{
 		name: "products/create of the same product", provider: Shopify,
 		header: http.Header{"X-Shopify-Topic": {"products/create"}}, body: product,
+	}, genuineEvent{
+		name: "installation", provider: GitHub,
+		header: http.Header{"X-Github-Event": {"installation"}}, body: installation,
+	}, genuineEvent{
+		name: "integration_installation of the same installation", provider: GitHub,
+		header: http.Header{"X-Github-Event": {"integration_installation"}}, body: installation,
 	})
 	seen := map[string]string{}
 	bodies := map[string]bool{}
@@ -84,12 +94,65 @@ func TestBodyDigestTradeOff(t *testing.T) {
 		bodies[string(e.body)] = true
 	}
 	t.Logf("%d genuine GitHub/Shopify events, %d distinct bodies, %d share a digest", len(events), len(bodies), shared)
-	require.Len(t, events, 9, "the body-signed vectors of testdata and the create/update pair")
+	require.Len(t, events, 11, "the body-signed vectors of testdata, the create/update pair and the installation pair")
 	require.Zero(t, shared, "no genuine event would be refused as a replay")
-	require.Len(t, bodies, len(events)-1, "bodies alone do collide (Shopify's create/update pair): the topic is needed")
+	require.Len(t, bodies, len(events)-2, "bodies alone do collide (Shopify's create/update pair, GitHub's installation pair): the topic and the event name are needed")
 
 	h := http.Header{"X-Shopify-Topic": {"products/update"}}
 	require.Equal(t, Shopify.DigestFunc(h, product), Shopify.DigestFunc(h, product), "a re-sent body under its topic is the replay")
-	require.Equal(t, GitHub.DigestFunc(http.Header{"X-Github-Event": {"push"}}, product), GitHub.DigestFunc(http.Header{"X-Github-Event": {"issues"}}, product),
-		"GitHub's event name is not signed: it cannot tell two events apart")
+	push := http.Header{"X-Github-Event": {"push"}}
+	require.Equal(t, GitHub.DigestFunc(push, product), GitHub.DigestFunc(push, product), "a re-sent body under its event name is the replay")
+}
+
+// TestGitHubDigestHoldsTheEventName: the same signed body under another
+// X-GitHub-Event is another event (a body first posted as ping cannot make
+// the genuine push a duplicate; an App's installation and
+// integration_installation are both applied); under the same event name,
+// in any case, it is the same one. An event name of another shape is a
+// payload error, and the type is recorded lower-cased.
+func TestGitHubDigestHoldsTheEventName(t *testing.T) {
+	t.Parallel()
+	body := readFixture(t, "github/push.default.json")
+	digest := func(event string) string { return GitHub.DigestFunc(http.Header{"X-Github-Event": {event}}, body) }
+	require.NotEqual(t, digest("ping"), digest("push"), "a body posted first as ping does not make the push a duplicate")
+	require.NotEqual(t, digest("installation"), digest("integration_installation"), "GitHub's App pair is two events")
+	require.NotEqual(t, digest(""), digest("push"))
+	for _, variant := range []string{"push", "Push", "PUSH", "pUsH"} {
+		require.Equal(t, digest("push"), digest(variant), "%s is push", variant)
+		ev, err := GitHub.Parse(http.Header{"X-Github-Delivery": {"d-1"}, "X-Github-Event": {variant}}, body, nil)
+		require.NoError(t, err, variant)
+		require.Equal(t, "push", ev.Type, variant)
+	}
+	for _, event := range []string{"push ", " push", "push.opened", "push/x", "pu-sh", "pusħ", "push​", "püsh"} {
+		_, err := GitHub.Parse(http.Header{"X-Github-Delivery": {"d-1"}, "X-Github-Event": {event}}, body, nil)
+		require.ErrorIs(t, err, ErrPayload, "%q", event)
+	}
+}
+
+// TestShopifyTopicIsNormalised: a topic's case variants are one event,
+// in the digest and the recorded type; a topic that is not resource and
+// action of letters, digits and _ is a payload error, before any claim.
+func TestShopifyTopicIsNormalised(t *testing.T) {
+	t.Parallel()
+	body := readFixture(t, "shopify/products.update.shopify-dev-example.json")
+	digest := func(topic string) string { return Shopify.DigestFunc(http.Header{"X-Shopify-Topic": {topic}}, body) }
+	for _, variant := range []string{"orders/create", "Orders/create", "ORDERS/CREATE", "orders/Create"} {
+		require.Equal(t, digest("orders/create"), digest(variant), variant)
+		for _, name := range []string{"X-Shopify-Topic", "Shopify-Topic"} {
+			ev, err := Shopify.Parse(http.Header{"X-Shopify-Event-Id": {"e-1"}, name: {variant}}, body, nil)
+			require.NoError(t, err, variant)
+			require.Equal(t, "orders/create", ev.Type, variant)
+		}
+	}
+	require.NotEqual(t, digest("products/create"), digest("products/update"), "Shopify's create/update pair stays two events")
+	for _, topic := range []string{"customer.tags_added", "customers/data_request", "app/uninstalled", "app_subscriptions/update"} {
+		ev, err := Shopify.Parse(http.Header{"X-Shopify-Event-Id": {"e-1"}, "X-Shopify-Topic": {topic}}, body, nil)
+		require.NoError(t, err, topic)
+		require.Equal(t, topic, ev.Type)
+	}
+	for _, topic := range []string{"orders", "orders/", "/orders/create", "orders//create", "orders/create/", "orders/create ",
+		" orders/create", "orders/cre ate", "orders\\create", "../orders/create", "orders/créate", "orders/create​", "orders-create", "orders:create"} {
+		_, err := Shopify.Parse(http.Header{"X-Shopify-Event-Id": {"e-1"}, "X-Shopify-Topic": {topic}}, body, nil)
+		require.ErrorIs(t, err, ErrPayload, "%q", topic)
+	}
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/hex"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -19,9 +20,15 @@ var GitHub = &Provider{
 		"X-GitHub-Hook-Installation-Target-ID", "X-GitHub-Hook-Installation-Target-Type", "User-Agent"},
 	VerifyFunc: verifyGitHub,
 	ParseFunc:  parseGitHub,
-	// A redelivery keeps both its GUID and its body; the same body under
-	// another GUID is a replay with a forged id.
-	DigestFunc: func(_ http.Header, body []byte) string { return bodyDigest(body) },
+	// A redelivery keeps its GUID, its event name and its body; the same
+	// body under the same event name and another GUID is a replay with a
+	// forged id. GitHub sends one body under two event names (a GitHub
+	// App's installation and integration_installation), both genuine, so
+	// the event name is part of the digest: a body first posted under a
+	// wrong name cannot make the genuine event a duplicate.
+	DigestFunc: func(h http.Header, body []byte) string {
+		return bodyDigest([]byte(strings.ToLower(h.Get("X-GitHub-Event"))), body)
+	},
 	Replayable: true,
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		event, _, _ := strings.Cut(d.Type, ".")
@@ -58,12 +65,20 @@ func SignGitHub(secret string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(hmacSHA256([]byte(secret), body))
 }
 
+// githubEvent is the shape of GitHub's event names (push, pull_request,
+// integration_installation), lower-cased: the name is unsigned, so one
+// event cannot be spelled many ways.
+var githubEvent = regexp.MustCompile(`^[a-z0-9_]+$`)
+
 func parseGitHub(h http.Header, body []byte) (Parsed, error) {
 	var payload struct{ Action string }
 	if err := decodeMembers(body, member{Name: "action", Dst: &payload.Action}); err != nil {
 		return Parsed{}, payloadError("not a JSON GitHub payload (set the webhook's content type to application/json): %v", err)
 	}
-	ev := Parsed{ID: h.Get("X-GitHub-Delivery"), Type: h.Get("X-GitHub-Event")}
+	ev := Parsed{ID: h.Get("X-GitHub-Delivery"), Type: strings.ToLower(h.Get("X-GitHub-Event"))}
+	if ev.Type != "" && !githubEvent.MatchString(ev.Type) {
+		return Parsed{}, payloadError("X-GitHub-Event %q is not an event name (letters, digits and _)", h.Get("X-GitHub-Event"))
+	}
 	if ev.Type != "" && payload.Action != "" {
 		ev.Type += "." + payload.Action
 	}

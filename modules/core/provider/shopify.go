@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"regexp"
+	"strings"
 	"time"
 )
 
@@ -24,9 +26,10 @@ var Shopify = &Provider{
 	ParseFunc:  parseShopify,
 	// Shopify sends one payload to products/create and products/update
 	// when a product is created and published: both genuine, so the topic
-	// is part of the digest.
+	// is part of the digest, lower-cased as the event type is, so that
+	// Orders/create is not another event than orders/create.
 	DigestFunc: func(h http.Header, body []byte) string {
-		return bodyDigest([]byte(shopifyHeader(h, "Topic")), body)
+		return bodyDigest([]byte(strings.ToLower(shopifyHeader(h, "Topic"))), body)
 	},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		return http.Header{
@@ -68,11 +71,20 @@ func SignShopify(secret string, body []byte) string {
 	return base64.StdEncoding.EncodeToString(hmacSHA256([]byte(secret), body))
 }
 
+// shopifyTopic is the shape of Shopify's topics, lower-cased: resource and
+// action, each of letters, digits and _, joined by / (orders/create) or,
+// for a few newer ones, by . (customer.tags_added). The topic is unsigned,
+// so one event cannot be spelled many ways.
+var shopifyTopic = regexp.MustCompile(`^[a-z0-9_]+(?:[/.][a-z0-9_]+)+$`)
+
 func parseShopify(h http.Header, body []byte) (Parsed, error) {
 	if !json.Valid(body) {
 		return Parsed{}, payloadError("not a JSON Shopify payload")
 	}
-	ev := Parsed{ID: shopifyHeader(h, "Event-Id"), Type: shopifyHeader(h, "Topic")}
+	ev := Parsed{ID: shopifyHeader(h, "Event-Id"), Type: strings.ToLower(shopifyHeader(h, "Topic"))}
+	if ev.Type != "" && !shopifyTopic.MatchString(ev.Type) {
+		return Parsed{}, payloadError("X-Shopify-Topic %q is not a topic (resource/action: letters, digits and _)", shopifyHeader(h, "Topic"))
+	}
 	if ev.ID == "" {
 		ev.ID = shopifyHeader(h, "Webhook-Id")
 	}

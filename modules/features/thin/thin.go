@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -84,15 +85,26 @@ func (m *module) apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) err
 	if err != nil {
 		return err
 	}
+	res, ok := resourceOf(snap)
+	if !ok {
+		return ledger.Permanent(fmt.Errorf("%s: hookledger fetches no related object for %s events", te.ID, snap))
+	}
+	if te.RelatedObject != nil && te.RelatedObject.URL != "" {
+		if _, err := res.check(te.RelatedObject); err != nil {
+			return ledger.Permanent(fmt.Errorf("%s: %w", te.ID, err))
+		}
+	}
 	if twin, err := twinInLedger(ctx, tx, ev.Namespace, te.SnapshotEvent); err != nil || twin {
 		return err
 	}
 	if m.cfg.API.Key == "" {
 		return fmt.Errorf("%s is a thin event, which carries no state: set STRIPE_API_KEY so that its object can be fetched", ev.Type)
 	}
-	obj, err := object(ctx, m.cfg.API, te)
+	obj, err := object(ctx, m.cfg.API, te, res)
 	var refused *provider.APIRefusal
 	switch {
+	case errors.Is(err, errRelated):
+		return ledger.Permanent(fmt.Errorf("%s: %w", te.ID, err))
 	case errors.As(err, &refused) && (refused.Code == http.StatusUnauthorized || refused.Code == http.StatusForbidden):
 		return fmt.Errorf("fetch the object of %s: %w (check STRIPE_API_KEY)", te.ID, err)
 	case errors.As(err, &refused):
@@ -118,8 +130,10 @@ func (m *module) apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) err
 
 // object returns the thin event's related object as the API serves it,
 // reading the event from GET /v2/core/events/{id} first when the delivery
-// names none.
-func object(ctx context.Context, api provider.StripeAPI, te event) (json.RawMessage, error) {
+// names none. The related object must be one of res's (its type, its
+// path and, once fetched, its object and id): anything else is refused
+// with errRelated, before any request for it is made.
+func object(ctx context.Context, api provider.StripeAPI, te event, res resource) (json.RawMessage, error) {
 	rel := te.RelatedObject
 	if rel == nil || rel.URL == "" {
 		var full event
@@ -130,14 +144,102 @@ func object(ctx context.Context, api provider.StripeAPI, te event) (json.RawMess
 			return nil, &provider.APIRefusal{Status: "an event without a related object"}
 		}
 	}
-	if !strings.HasPrefix(rel.URL, "/v1/") || strings.ContainsAny(rel.URL, "?#") || strings.Contains(rel.URL, "..") {
-		return nil, &provider.APIRefusal{Status: fmt.Sprintf("a related object URL that is not a v1 API path (%q)", rel.URL)}
-	}
-	var obj json.RawMessage
-	if err := api.Get(ctx, rel.URL, te.Context, &obj); err != nil {
+	path, err := res.check(rel)
+	if err != nil {
 		return nil, err
 	}
+	var obj json.RawMessage
+	if err := api.Get(ctx, path, te.Context, &obj); err != nil {
+		return nil, err
+	}
+	var got struct {
+		Object string `json:"object"`
+		ID     string `json:"id"`
+	}
+	if err := json.Unmarshal(obj, &got); err != nil {
+		return nil, fmt.Errorf("%w: GET %s did not answer a JSON object: %v", errRelated, path, err)
+	}
+	if got.Object != res.object || got.ID != rel.ID {
+		return nil, fmt.Errorf("%w: GET %s answered object %q id %q, want object %q id %q", errRelated, path, got.Object, got.ID, res.object, rel.ID)
+	}
 	return obj, nil
+}
+
+// errRelated marks a related object hookledger refuses to fetch or to
+// apply: a permanent failure, as no retry changes it.
+var errRelated = errors.New("related object refused")
+
+// resource is a v1 API resource whose thin events hookledger applies.
+type resource struct {
+	// event is the prefix of its snapshot event types.
+	event string
+	// object is its "object" (and related_object.type) value.
+	object string
+	// collection is its path segment: /v1/{collection}/{id}.
+	collection string
+}
+
+// resources are the objects of the snapshot types hookledger's modules
+// handle (subscription, payment): the only ones a thin event may make it
+// fetch. A module that handles another Stripe type adds its resource here.
+var resources = []resource{
+	{event: "customer.subscription.", object: "subscription", collection: "subscriptions"},
+	{event: "payment_intent.", object: "payment_intent", collection: "payment_intents"},
+	{event: "charge.", object: "charge", collection: "charges"},
+	{event: "invoice.", object: "invoice", collection: "invoices"},
+}
+
+// resourceOf returns the resource a snapshot type is an event of: its
+// prefix and one more segment (charge.refunded, not charge.dispute.created,
+// whose object is a dispute).
+func resourceOf(snapType string) (resource, bool) {
+	for _, r := range resources {
+		if action, ok := strings.CutPrefix(snapType, r.event); ok && action != "" && !strings.Contains(action, ".") {
+			return r, true
+		}
+	}
+	return resource{}, false
+}
+
+// objectID is the shape of a Stripe object id.
+var objectID = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+// check returns the path to fetch rel at: /v1/{collection}/{id}, exactly,
+// with rel's id, and rel's type the resource's. The URL is checked as sent
+// and percent-decoded, so an encoded dot, slash or query cannot reach
+// another endpoint.
+func (r resource) check(rel *related) (string, error) {
+	if rel.Type != r.object {
+		return "", fmt.Errorf("%w: related_object.type %q, but the event is of a %s", errRelated, rel.Type, r.object)
+	}
+	if !objectID.MatchString(rel.ID) {
+		return "", fmt.Errorf("%w: related_object.id %q is not a Stripe object id", errRelated, rel.ID)
+	}
+	decoded, err := url.PathUnescape(rel.URL)
+	if err != nil {
+		return "", fmt.Errorf("%w: related_object.url %q does not decode: %v", errRelated, rel.URL, err)
+	}
+	for _, p := range []string{rel.URL, decoded} {
+		if !plainPath(p) {
+			return "", fmt.Errorf("%w: related_object.url %q is not a plain API path (no .., //, ?, #, backslash or unprintable characters)", errRelated, rel.URL)
+		}
+	}
+	want := "/v1/" + r.collection + "/" + rel.ID
+	if decoded != want || rel.URL != want {
+		return "", fmt.Errorf("%w: related_object.url %q is not %s", errRelated, rel.URL, want)
+	}
+	return want, nil
+}
+
+// plainPath reports whether p holds only printable ASCII, and none of the
+// sequences that step out of a path: .., //, ?, #, backslash.
+func plainPath(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] <= ' ' || p[i] >= 0x7f {
+			return false
+		}
+	}
+	return !strings.Contains(p, "..") && !strings.Contains(p, "//") && !strings.ContainsAny(p, "?#\\")
 }
 
 // twinInLedger reports whether the snapshot event id is in the namespace's

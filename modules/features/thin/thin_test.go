@@ -285,3 +285,97 @@ func TestUpgradeFailsThinEventsWhoseFetchGaveUp(t *testing.T) {
 	require.Equal(t, 1, db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_waiting' AND status = 'claimed'`))
 	require.Equal(t, 1, db.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND args = '{"namespace":"stripe","event_id":"evt_waiting"}'`))
 }
+
+// TestThinRelatedObjectOutsideTheAppliedResourcesIsRefused: a thin event
+// whose related_object steps out of the object its type names (an encoded
+// traversal, another resource, a type that disagrees with its path, or
+// another id) fails for good with the reason, and Stripe's API is never
+// asked for it.
+func TestThinRelatedObjectOutsideTheAppliedResourcesIsRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t, "sk_test_thin", map[string]string{
+		"/v1/subscriptions/sub_1": subscriptionJSON,
+		"/v1/customers/cus_1":     `{"id":"cus_1","object":"customer","email":"a@example.com"}`,
+		"/v1/charges/ch_1":        `{"id":"ch_1","object":"charge"}`,
+	})
+	for _, c := range []struct{ id, related, reason string }{
+		{"evt_dotdot", `{"id":"sub_1","type":"subscription","url":"/v1/subscriptions/%2e%2e/customers/cus_1"}`, "not a plain API path"},
+		{"evt_dotdot_upper", `{"id":"sub_1","type":"subscription","url":"/v1/subscriptions/sub_1/%2E%2E/%2E%2E/customers/cus_1"}`, "not a plain API path"},
+		{"evt_slash", `{"id":"sub_1","type":"subscription","url":"/v1/subscriptions/sub_1%2F..%2Fcustomers"}`, "not a plain API path"},
+		{"evt_query", `{"id":"sub_1","type":"subscription","url":"/v1/subscriptions/sub_1%3Fexpand=customer"}`, "not a plain API path"},
+		{"evt_backslash", `{"id":"sub_1","type":"subscription","url":"/v1/subscriptions\\sub_1"}`, "not a plain API path"},
+		{"evt_nul", `{"id":"sub_1","type":"subscription","url":"/v1/subscriptions/sub_1%00"}`, "not a plain API path"},
+		{"evt_bad_escape", `{"id":"sub_1","type":"subscription","url":"/v1/subscriptions/sub_%zz"}`, "does not decode"},
+		{"evt_encoded", `{"id":"sub_1","type":"subscription","url":"/v1/subscriptions/sub%5F1"}`, "is not /v1/subscriptions/sub_1"},
+		{"evt_customer", `{"id":"cus_1","type":"customer","url":"/v1/customers/cus_1"}`, `related_object.type "customer"`},
+		{"evt_other_path", `{"id":"sub_1","type":"subscription","url":"/v1/customers/cus_1"}`, "is not /v1/subscriptions/sub_1"},
+		{"evt_any_v1", `{"id":"sub_1","type":"subscription","url":"/v1/subscriptions/sub_1/items"}`, "is not /v1/subscriptions/sub_1"},
+		{"evt_type_mismatch", `{"id":"ch_1","type":"subscription","url":"/v1/charges/ch_1"}`, "is not /v1/subscriptions/ch_1"},
+		{"evt_type_lies", `{"id":"ch_1","type":"charge","url":"/v1/charges/ch_1"}`, `related_object.type "charge", but the event is of a subscription`},
+		{"evt_bad_id", `{"id":"sub_1/../x","type":"subscription","url":"/v1/subscriptions/sub_1/../x"}`, "not a Stripe object id"},
+	} {
+		f.Claim(t, "stripe", c.id, "v1.customer.subscription.updated",
+			thinEvent(c.id, "v1.customer.subscription.updated", `"related_object":`+c.related))
+		state, attempt := f.jobState(t, c.id)
+		require.Equal(t, "cancelled", state, c.id)
+		require.Equal(t, 1, attempt, "%s: no retry changes it", c.id)
+		row := f.Row(t, "stripe", c.id)
+		require.Equal(t, "failed", row.Status, c.id)
+		require.Contains(t, row.LastError.String, c.reason, c.id)
+		require.Contains(t, row.LastError.String, "related object refused", c.id)
+	}
+	require.Empty(t, f.api.seen(), "no refused URL reaches Stripe's API")
+	require.Empty(t, f.applied.all())
+}
+
+// TestThinRelatedObjectNamedByTheFetchedEventIsChecked: without a
+// related_object in the delivery, the one GET /v2/core/events/{id} names is
+// held to the same rule, and the object behind it is not fetched.
+func TestThinRelatedObjectNamedByTheFetchedEventIsChecked(t *testing.T) {
+	t.Parallel()
+	f := setup(t, "sk_test_thin", map[string]string{
+		"/v2/core/events/evt_thin_9": string(thinEvent("evt_thin_9", "v1.customer.subscription.updated",
+			`"related_object":{"id":"cus_1","type":"customer","url":"/v1/customers/cus_1"}`)),
+		"/v1/customers/cus_1": `{"id":"cus_1","object":"customer"}`,
+	})
+	f.Claim(t, "stripe", "evt_thin_9", "v1.customer.subscription.updated", thinEvent("evt_thin_9", "v1.customer.subscription.updated", `"context":null`))
+	state, _ := f.jobState(t, "evt_thin_9")
+	require.Equal(t, "cancelled", state)
+	require.Contains(t, f.Row(t, "stripe", "evt_thin_9").LastError.String, `related_object.type "customer"`)
+	paths := []string{}
+	for _, r := range f.api.seen() {
+		paths = append(paths, r.path)
+	}
+	require.Equal(t, []string{"/v2/core/events/evt_thin_9"}, paths)
+	require.Empty(t, f.applied.all())
+}
+
+// TestThinFetchedObjectOfAnotherKindIsRefused: the API's answer must be
+// the object the event names: its "object" the resource's and its id the
+// related object's, else the thin event fails for good and no handler runs.
+func TestThinFetchedObjectOfAnotherKindIsRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t, "sk_test_thin", map[string]string{
+		"/v1/subscriptions/sub_1": `{"id":"sub_1","object":"customer","email":"a@example.com"}`,
+		"/v1/subscriptions/sub_2": `{"id":"sub_9","object":"subscription","status":"canceled"}`,
+		"/v1/subscriptions/sub_3": `{"id":"sub_3","status":"active"}`,
+		"/v1/subscriptions/sub_4": `["sub_4"]`,
+	})
+	for _, c := range []struct{ id, sub, reason string }{
+		{"evt_wrong_object", "sub_1", `answered object "customer" id "sub_1", want object "subscription" id "sub_1"`},
+		{"evt_wrong_id", "sub_2", `answered object "subscription" id "sub_9", want object "subscription" id "sub_2"`},
+		{"evt_no_object", "sub_3", `answered object "" id "sub_3"`},
+		{"evt_not_object", "sub_4", "did not answer a JSON object"},
+	} {
+		f.Claim(t, "stripe", c.id, "v1.customer.subscription.updated", thinEvent(c.id, "v1.customer.subscription.updated",
+			`"related_object":{"id":"`+c.sub+`","type":"subscription","url":"/v1/subscriptions/`+c.sub+`"}`))
+		state, attempt := f.jobState(t, c.id)
+		require.Equal(t, "cancelled", state, c.id)
+		require.Equal(t, 1, attempt, c.id)
+		row := f.Row(t, "stripe", c.id)
+		require.Equal(t, "failed", row.Status, c.id)
+		require.Contains(t, row.LastError.String, c.reason, c.id)
+	}
+	require.Empty(t, f.applied.all(), "no handler sees another object")
+	require.Len(t, f.api.seen(), 4, "each object fetched once: the refusal is not retried")
+}
