@@ -10,19 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// discardBrokenPlan makes the database refuse one subscription plan until the
-// returned func lifts it: an event carrying that plan fails in its
-// handler, retries, and settles once lifted.
-func discardBrokenPlan(t *testing.T, s *server) (lift func()) {
-	t.Helper()
-	_, err := s.db.SQL.Exec(`ALTER TABLE subscription ADD CONSTRAINT no_broken_plan CHECK (plan <> 'price_broken')`)
-	require.NoError(t, err)
-	return func() {
-		_, err := s.db.SQL.Exec(`ALTER TABLE subscription DROP CONSTRAINT no_broken_plan`)
-		require.NoError(t, err)
-	}
-}
-
 // discardPlanEvent is a Stripe subscription event of its own subscription with
 // the given plan.
 func discardPlanEvent(id, plan string) []byte {
@@ -62,7 +49,7 @@ func TestDiscardAPI(t *testing.T) {
 	t.Parallel()
 	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken})
 	auth := discardHeaders(bearer(adminToken))
-	lift := discardBrokenPlan(t, s)
+	lift := refuseBrokenPlan(t, s)
 
 	ok := discardPlanEvent("evt_disc_ok", "price_pro")
 	code, _ := s.post(t, "/webhooks/stripe", ok, signed(ok, time.Now()))
@@ -188,7 +175,7 @@ func TestDiscardedRequeuedOneByOne(t *testing.T) {
 	t.Parallel()
 	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken})
 	auth := discardHeaders(bearer(adminToken))
-	lift := discardBrokenPlan(t, s)
+	lift := refuseBrokenPlan(t, s)
 	discardFailingEvent(t, s, "evt_disc_one")
 
 	// Basic auth with the CSRF proof works, as for requeue.

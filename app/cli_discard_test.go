@@ -29,7 +29,7 @@ func listLine(t *testing.T, stdout, id string) string {
 // reason, the failures and the job; requeue brings the event back.
 func TestEventsDiscardCommand(t *testing.T) {
 	s := start(t, nil)
-	lift := discardBrokenPlan(t, s)
+	lift := refuseBrokenPlan(t, s)
 	ok := discardPlanEvent("evt_cli_ok", "price_pro")
 	code, _ := s.post(t, "/webhooks/stripe", ok, signed(ok, time.Now()))
 	require.Equal(t, http.StatusOK, code)

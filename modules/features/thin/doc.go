@@ -15,7 +15,10 @@
 // it refuses (401, 403), fails the apply like any handler failure: the row
 // is failed with the reason and River retries it on the apply's policy
 // (72 hours), and a requeue after fixing the key applies it; a 404 fails
-// it for good, recorded.
+// it for good, recorded. Only the related object of a resource some
+// module applies (subscriptions, payment intents, charges, invoices) is
+// fetched, by the exact path /v1/<resource>/<id>, and the fetched
+// object's kind and id must be those named.
 //
 // Twins: while an account migrates, Stripe sends a change both as a
 // snapshot event and as its thin version, whose snapshot_event names the
