@@ -51,9 +51,9 @@ type WebhookEvent struct {
 	ClockSkewMs *int64 `json:"clock_skew_ms,omitempty"`
 	// Replayed holds the value of the "replayed" field.
 	Replayed bool `json:"replayed,omitempty"`
-	// Handler failures since the last settle: the retry backoff. Outages and crashes are not counted.
+	// Handler failures since the last settle or requeue. Outages and crashes are not counted; River's job attempt drives the backoff.
 	Failures int `json:"failures,omitempty"`
-	// First handler failure since the last settle: retries stop a retry horizon after it.
+	// First handler failure since the last settle or requeue.
 	FailingSince *time.Time `json:"failing_since,omitempty"`
 	// Modules whose handlers applied the event at its last apply; empty when none matched its type, null before its first apply.
 	Handlers []string `json:"handlers,omitempty"`

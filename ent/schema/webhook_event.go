@@ -63,9 +63,9 @@ func (WebhookEvent) Fields() []ent.Field {
 			Comment("Receive time minus the signed timestamp, in milliseconds."),
 		field.Bool("replayed").Default(false).Immutable(),
 		field.Int("failures").Default(0).
-			Comment("Handler failures since the last settle: the retry backoff. Outages and crashes are not counted."),
+			Comment("Handler failures since the last settle or requeue. Outages and crashes are not counted; River's job attempt drives the backoff."),
 		field.Time("failing_since").Optional().Nillable().
-			Comment("First handler failure since the last settle: retries stop a retry horizon after it."),
+			Comment("First handler failure since the last settle or requeue."),
 		field.Strings("handlers").Optional().
 			SchemaType(map[string]string{dialect.Postgres: "jsonb"}).
 			Comment("Modules whose handlers applied the event at its last apply; empty when none matched its type, null before its first apply."),

@@ -204,8 +204,7 @@ func lockForApply(ctx context.Context, tx *Tx, reg *Registry, keys []EventKey, f
 		WHERE e.namespace = k.namespace AND e.event_id = k.event_id AND e.status NOT IN (` + settledSQL + `, ` + discardedSQL + `)
 		RETURNING e.namespace, e.event_id, e.provider, e.source, e.event_type, CASE WHEN k.kept THEN NULL ELSE e.payload END,
 			e.occurred_at, e.replayed, '' AS old_status, e.attempts`
-	providers, patterns, family, modules, ranks := reg.patterns()
-	args := []any{namespaces, ids, cached, providers, patterns, family, modules, ranks}
+	args := append([]any{namespaces, ids, cached}, reg.patterns()...)
 	if force {
 		// Forced: the rows' status before, for Event.Forced.
 		query = `
@@ -220,7 +219,7 @@ func lockForApply(ctx context.Context, tx *Tx, reg *Registry, keys []EventKey, f
 			ORDER BY namespace COLLATE "C", event_id COLLATE "C" FOR UPDATE) old
 		WHERE e.id = old.id
 		RETURNING e.namespace, e.event_id, e.provider, e.source, e.event_type, e.payload, e.occurred_at, e.replayed, old.status, e.attempts`
-		args = []any{namespaces, ids, providers, patterns, family, modules, ranks}
+		args = append([]any{namespaces, ids}, reg.patterns()...)
 	}
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -376,11 +375,6 @@ type Failure = schema.Failure
 // maxFailureLog bounds the failures a row keeps, the newest.
 const maxFailureLog = 10
 
-// execQuerier is a *sql.DB or a *sql.Tx.
-type execQuerier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // RecordFailure marks the attempt's ledger row failed with f's error, in a
 // statement of its own after the apply transaction rolled back, and adds
 // f to the row's failure log. It never overwrites an apply that committed:
@@ -391,13 +385,12 @@ func RecordFailure(ctx context.Context, db *sql.DB, a Attempt, f Failure) error 
 	return err
 }
 
-// recordFailure is RecordFailure on a database or inside a transaction; ok
+// recordFailure is RecordFailure that says whether it changed the row; ok
 // is false when the row was left alone.
-func recordFailure(ctx context.Context, q execQuerier, a Attempt, f Failure) (bool, error) {
+func recordFailure(ctx context.Context, db *sql.DB, a Attempt, f Failure) (ok bool, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	var failures int
-	err := q.QueryRowContext(ctx, `
+	err = db.QueryRowContext(ctx, `
 		UPDATE webhook_event
 		SET status = `+failedSQL+`, attempts = attempts + 1, failures = failures + 1,
 			failing_since = COALESCE(failing_since, now()), last_error = $3::text,
@@ -406,9 +399,9 @@ func recordFailure(ctx context.Context, q execQuerier, a Attempt, f Failure) (bo
 				'$[last-`+strconv.Itoa(maxFailureLog-1)+` to last]')
 		WHERE namespace = $1 AND event_id = $2 AND status <> `+discardedSQL+`
 			AND CASE WHEN $4 >= 0 THEN attempts = $4 ELSE status <> `+settledSQL+` END
-		RETURNING failures`,
+		RETURNING true`,
 		a.Key.Namespace, a.Key.EventID, truncate(f.Error, 4000), a.Seen, f.JobID, f.Handler,
-	).Scan(&failures)
+	).Scan(&ok)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

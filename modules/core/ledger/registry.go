@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -45,7 +46,11 @@ type Registry struct {
 	families []family
 	workers  []func(*river.Workers) error
 	periodic []*river.PeriodicJob
-	errs     []error
+	// settleArgs caches patterns' lists as the settle statement's
+	// arguments: every apply sends them, and the registrations do not
+	// change once the workers run. Handle drops it.
+	settleArgs atomic.Pointer[[]any]
+	errs       []error
 }
 
 type family struct {
@@ -61,7 +66,7 @@ type handler struct {
 	module, name string
 }
 
-// newHandler names fn after its package and function, as the runtime
+// newHandler is fn, named after its package and function as the runtime
 // knows them.
 func newHandler(fn HandlerFunc) handler {
 	full := "handler"
@@ -76,7 +81,7 @@ func newHandler(fn HandlerFunc) handler {
 	if i := strings.LastIndex(fn_, ")."); i >= 0 {
 		fn_ = fn_[i+2:]
 	}
-	return handler{module: module, name: module + "." + fn_}
+	return handler{fn: fn, module: module, name: module + "." + fn_}
 }
 
 // NewRegistry returns an empty registry.
@@ -114,8 +119,8 @@ func (r *Registry) addWorkers(ws *river.Workers) error {
 // matches every type of the provider. Several handlers of one type run in
 // registration order, in one transaction.
 func (r *Registry) Handle(provider, pattern string, fn HandlerFunc) {
+	r.settleArgs.Store(nil)
 	h := newHandler(fn)
-	h.fn = fn
 	switch {
 	case pattern == "*":
 		r.families = append(r.families, family{provider, "", h})
@@ -162,17 +167,24 @@ func (r *Registry) handlers(provider, eventType string) []handler {
 	return hs
 }
 
-// patterns returns every registration as parallel lists, for the apply's
-// settle statement, which records the modules that apply each row
-// (handlersSQL): provider, the exact type or a family's prefix, whether it
-// is a family, the module, and its rank in registration order.
-func (r *Registry) patterns() (providers, patterns []string, family []bool, modules []string, ranks []int32) {
+// patterns returns every registration as the five parallel lists the
+// apply's settle statement takes (handlersSQL), which records the modules
+// that apply each row: provider, the exact type or a family's prefix,
+// whether it is a family, the module, and its rank in registration order.
+func (r *Registry) patterns() []any {
+	if args := r.settleArgs.Load(); args != nil {
+		return *args
+	}
+	var (
+		providers, patterns, modules []string
+		family                       []bool
+		ranks                        []int32
+	)
 	add := func(provider, pattern string, fam bool, module string) {
 		providers, patterns, family, modules = append(providers, provider), append(patterns, pattern), append(family, fam), append(modules, module)
 		ranks = append(ranks, int32(len(ranks)))
 	}
-	keys := slices.Sorted(maps.Keys(r.exact))
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(r.exact)) {
 		provider, pattern, _ := strings.Cut(k, "\x00")
 		for _, h := range r.exact[k] {
 			add(provider, pattern, false, h.module)
@@ -181,7 +193,9 @@ func (r *Registry) patterns() (providers, patterns []string, family []bool, modu
 	for _, f := range r.families {
 		add(f.provider, f.prefix, true, f.module)
 	}
-	return
+	args := []any{providers, patterns, family, modules, ranks}
+	r.settleArgs.Store(&args)
+	return args
 }
 
 // LabelType is the metric label of an event type: the type when a handler

@@ -337,11 +337,11 @@ func (a *Applier) failed(ctx context.Context, job *rivertype.JobRow, complete co
 		f.attempt = Attempt{Key: keys[0], Seen: -1}
 	}
 	last := f.kind == failedPermanently || job.Attempt >= job.MaxAttempts
-	reason := f.err.Error()
+	jobErr := f.err
 	if last && f.kind != failedPermanently {
-		reason = fmt.Sprintf("gave up after %d attempts: %s", job.Attempt, reason)
+		jobErr = fmt.Errorf("gave up after %d attempts: %w", job.Attempt, f.err)
 	}
-	ok, err := recordFailure(ctx, a.DB, f.attempt, Failure{JobID: job.ID, Handler: handlerOf(f.err), Error: reason})
+	ok, err := recordFailure(ctx, a.DB, f.attempt, Failure{JobID: job.ID, Handler: handlerOf(f.err), Error: jobErr.Error()})
 	if err != nil {
 		log.Warn("apply failed and the failure could not be recorded; retrying soon", zap.Error(f.err), zap.NamedError("record_error", err))
 		return river.JobSnooze(outageDelay)
@@ -358,12 +358,12 @@ func (a *Applier) failed(ctx context.Context, job *rivertype.JobRow, complete co
 		return river.JobCancel(f.err)
 	case last:
 		log.Error("apply failed on its last attempt; River discards the job", zap.Error(f.err), zap.Int("attempt", job.Attempt))
-		return errors.New(reason)
+	default:
+		log.Warn("apply failed; River retries it", zap.Error(f.err), zap.Int("attempt", job.Attempt), zap.Int("max_attempts", job.MaxAttempts))
 	}
-	log.Warn("apply failed; River retries it", zap.Error(f.err), zap.Int("attempt", job.Attempt), zap.Int("max_attempts", job.MaxAttempts))
 	// River records the error's text in the job's errors: the handler's
 	// name and reason, as on the ledger row.
-	return f.err
+	return jobErr
 }
 
 // split replaces a failed batch job with one job per event, in one
