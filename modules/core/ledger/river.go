@@ -139,9 +139,12 @@ func newClaimInserter(middleware []rivertype.Middleware) *river.Client[pgx.Tx] {
 	return client
 }
 
-// SlogLogger bridges a zap logger to slog for River and riverui.
+// SlogLogger bridges a zap logger to slog for River and riverui, with
+// their warnings and errors throttled (ThrottleHandler): a database outage
+// logs each of their messages once per LogThrottleInterval, with the count
+// of the repeats dropped, instead of many times a second.
 func SlogLogger(l *zap.Logger) *slog.Logger {
-	return slog.New(zapslog.NewHandler(l.Core()))
+	return slog.New(NewThrottleHandler(zapslog.NewHandler(l.Core()), LogThrottleInterval))
 }
 
 // errorHandler is the edge where job failures River sees are logged. The
