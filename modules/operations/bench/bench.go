@@ -73,6 +73,9 @@ type Report struct {
 	Errors         int64   `json:"errors"`
 	Ratios         ratios  `json:"ratios"`
 	PayloadColumn  string  `json:"payload_column"`
+	// Scale is the service on a seeded ledger beside the empty one
+	// (--ledger-rows); nil without it.
+	Scale *scaleReport `json:"ledger_at_scale,omitempty"`
 }
 
 type ratios struct {
@@ -117,6 +120,9 @@ type Options struct {
 	Mix, Storage bool
 	// Testdata is the folder of the real provider payloads.
 	Testdata string
+	// LedgerRows, when positive, measures the service again on a ledger
+	// seeded with that many rows, and the operator pages on both.
+	LedgerRows int
 }
 
 // applyTxSQL counts the apply transactions so far: River's runs of the
@@ -218,8 +224,14 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	// With --ledger-rows every service serves the operator pages, on the
+	// empty ledger as on the seeded one.
+	var env []string
+	if o.LedgerRows > 0 {
+		r.Scale, env = &scaleReport{LedgerRows: o.LedgerRows}, scaleEnv
+	}
 	logf("bench: starting the service (group commit %t, %d workers)", o.GroupCommit, o.Workers)
-	svc, err := startBenchService(url, config.RoleAll, o.GroupCommit, o.Workers, o.Clients)
+	svc, err := startBenchService(url, config.RoleAll, o.GroupCommit, o.Workers, o.Clients, env...)
 	if err != nil {
 		return err
 	}
@@ -227,14 +239,15 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	m.servicePID = svc.cmd.Process.Pid
 
 	logf("bench: peak ingest, %d events from %d clients", o.Events, o.Clients)
+	peak := gen.with("peak")
 	snap := m.snapshot(ctx)
 	start := time.Now()
-	lat, errs := drive(ctx, svc.url, gen.with("peak"), o.Events, o.Clients, 0)
+	lat, errs := drive(ctx, svc.url, peak, o.Events, o.Clients, 0)
 	r.Ingest = float64(o.Events) / time.Since(start).Seconds()
 	r.IngestCPU = m.since(ctx, snap, o.Events)
 	r.Errors += errs
 	r.Peak = percentiles(lat)
-	last, err := svc.waitSettled(ctx, o.Events)
+	last, err := svc.waitSettled(ctx, o.Events, 0)
 	if err != nil {
 		return err
 	}
@@ -248,6 +261,12 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	}
 	logf("bench: %d claim transactions claimed the peak's %d events, %d apply transactions settled them",
 		r.PeakClaimTx, o.Events, r.PeakApplyTx)
+	if r.Scale != nil {
+		logf("bench: operator pages on the empty ledger")
+		if r.Scale.Empty.Pages, err = fetchPages(ctx, svc.url, peak.event(1)); err != nil {
+			return err
+		}
+	}
 
 	r.HalfRate = r.Ingest / 2
 	logf("bench: latency at half the peak rate (%.0f events/s)", r.HalfRate)
@@ -270,8 +289,16 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if err := clearJobs(ctx, url, "public.webhook_event", "public.subscription"); err != nil {
 		return err
 	}
-	if err := benchHalves(ctx, m, url, &r, gen, o.GroupCommit, o.Workers, logf); err != nil {
+	if err := benchHalves(ctx, m, url, &r, gen, o.GroupCommit, o.Workers, logf, env...); err != nil {
 		return err
+	}
+	if r.Scale != nil {
+		s := r.Scale
+		s.Empty.Ingest, s.Empty.IngestCPU, s.Empty.EndToEnd, s.Empty.EndToEndCPU = r.Ingest, r.IngestCPU, r.EndToEnd, r.EndToEndCPU
+		s.Empty.Peak, s.Empty.ApplyAlone, s.Empty.ApplyAloneCPU = r.Peak, r.ApplyAlone, r.ApplyAloneCPU
+		if err := runScale(ctx, m, url, gen, o, s, logf); err != nil {
+			return fmt.Errorf("ledger at scale: %w", err)
+		}
 	}
 	plain, ref := (r.PlainSQL.Rate+r.PlainSQLAfter.Rate)/2, (r.Reference.Rate+r.ReferenceAfter.Rate)/2
 	plainHTTP := (r.PlainHTTP.Rate + r.PlainHTTPAfter.Rate) / 2
@@ -331,15 +358,23 @@ func printBench(w io.Writer, r *Report) {
 	f := r.Floor
 	p("floor: %.2f ms CPU per event (HTTP %.2f + claim %.2f + apply %.2f); at best ingest/plain %.2fx, ingest/reference %.2fx; the service's end-to-end CPU is %.2fx the floor; apply alone/apply floor %.2fx",
 		f.Total, f.HTTP, f.Claim, f.Apply, f.BestToPlain, f.BestToReference, f.Service, x.ApplyToFloor)
+	if r.Scale != nil {
+		printScale(w, r.Scale)
+	}
 	line, _ := json.Marshal(r)
 	p("%s", line)
 }
 
 // benchHalves measures ingest with no apply workers (serve --role=http),
-// then apply alone (serve --role=worker) draining what it claimed.
-func benchHalves(ctx context.Context, m *meter, url string, r *Report, gen *payloads, groupCommit bool, workers int, logf func(string, ...any)) error {
+// then apply alone (serve --role=worker) draining what it claimed; both
+// services run with env added.
+func benchHalves(ctx context.Context, m *meter, url string, r *Report, gen *payloads, groupCommit bool, workers int, logf func(string, ...any), env ...string) error {
+	after, err := lastEventID(ctx, m)
+	if err != nil {
+		return err
+	}
 	logf("bench: ingest alone, %d events, no apply workers", r.Events)
-	svc, err := startBenchService(url, config.RoleHTTP, groupCommit, workers, r.Clients)
+	svc, err := startBenchService(url, config.RoleHTTP, groupCommit, workers, r.Clients, env...)
 	if err != nil {
 		return err
 	}
@@ -353,14 +388,14 @@ func benchHalves(ctx context.Context, m *meter, url string, r *Report, gen *payl
 	svc.stop()
 
 	logf("bench: apply alone, draining %d events", r.Events)
-	if svc, err = startBenchService(url, config.RoleWorker, groupCommit, workers, r.Clients); err != nil {
+	if svc, err = startBenchService(url, config.RoleWorker, groupCommit, workers, r.Clients, env...); err != nil {
 		return err
 	}
 	defer svc.stop()
 	m.servicePID = svc.cmd.Process.Pid
 	snap = m.snapshot(ctx)
 	start = time.Now()
-	last, err := svc.waitSettled(ctx, r.Events)
+	last, err := svc.waitSettled(ctx, r.Events, after)
 	if err != nil {
 		return err
 	}
@@ -452,16 +487,18 @@ func startBenchService(databaseURL string, role config.Role, groupCommit bool, w
 	}
 }
 
-// waitSettled waits until n events are settled and none is pending, and
-// returns when the last one settled. While events are pending it only asks
-// whether one is, which reads one index entry: counting a backlog of
-// thousands ten times a second would be work of the bench's own in the
-// database it measures.
-func (s *benchService) waitSettled(ctx context.Context, n int) (time.Time, error) {
+// waitSettled waits until n events of the rows after id after are
+// settled and none of them is pending, and returns when the last one
+// settled. While events are pending it only asks whether one is, which
+// reads one index entry: counting a backlog of thousands ten times a
+// second would be work of the bench's own in the database it measures.
+// Rows up to after (a seeded ledger's) are not the phase's, whatever
+// their status.
+func (s *benchService) waitSettled(ctx context.Context, n int, after int64) (time.Time, error) {
 	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		var claimed, failed bool
-		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_event WHERE status = 'claimed'),
-			EXISTS (SELECT 1 FROM webhook_event WHERE status = 'failed')`).Scan(&claimed, &failed); err != nil {
+		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_event WHERE status = 'claimed' AND id > $1),
+			EXISTS (SELECT 1 FROM webhook_event WHERE status = 'failed' AND id > $1)`, after).Scan(&claimed, &failed); err != nil {
 			return time.Time{}, err
 		}
 		if claimed {
@@ -469,14 +506,14 @@ func (s *benchService) waitSettled(ctx context.Context, n int) (time.Time, error
 		}
 		if failed {
 			var n int
-			if err := s.db.QueryRow(ctx, `SELECT count(*) FROM webhook_event WHERE status = 'failed'`).Scan(&n); err != nil {
+			if err := s.db.QueryRow(ctx, `SELECT count(*) FROM webhook_event WHERE status = 'failed' AND id > $1`, after).Scan(&n); err != nil {
 				return time.Time{}, err
 			}
 			return time.Time{}, fmt.Errorf("%d event(s) failed to apply", n)
 		}
 		var settled int
 		var last time.Time
-		if err := s.db.QueryRow(ctx, `SELECT count(*), max(settled_at) FROM webhook_event WHERE status = 'settled'`).Scan(&settled, &last); err != nil {
+		if err := s.db.QueryRow(ctx, `SELECT count(*), max(settled_at) FROM webhook_event WHERE status = 'settled' AND id > $1`, after).Scan(&settled, &last); err != nil {
 			return time.Time{}, err
 		}
 		if settled >= n {

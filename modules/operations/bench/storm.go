@@ -129,7 +129,7 @@ func stormPhase(ctx context.Context, admin string, o StormOptions, env []string)
 	r.P50ms, r.P99ms = pct.P50, pct.P99
 	r.Shortcut = ScrapeSample(client, svc.url, `hookledger_redis_shortcircuit_total{source="stripe"}`)
 	r.RedisErrs = ScrapeSample(client, svc.url, `hookledger_redis_errors_total{op="lookup"}`) + ScrapeSample(client, svc.url, `hookledger_redis_errors_total{op="mark"}`)
-	if _, err := svc.waitSettled(ctx, o.Events); err != nil {
+	if _, err := svc.waitSettled(ctx, o.Events, 0); err != nil {
 		return r, err
 	}
 	svc.stop()

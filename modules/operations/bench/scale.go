@@ -1,0 +1,282 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hookledger/hookledger/config"
+)
+
+// The ledger at scale (bench --ledger-rows N): the service measured again
+// on a ledger seeded with N rows (seed.go), against the run's own
+// measurement on an empty one, and every operator page timed on both.
+
+// benchAdminToken is the bench service's ADMIN_TOKEN when it serves the
+// operator pages.
+const benchAdminToken = "hookledger-bench-admin-token"
+
+// benchStandardSecret is the bench service's Standard Webhooks secret
+// when it serves the operator pages, so that the seeded usage events come
+// from a configured source.
+const benchStandardSecret = "whsec_aG9va2xlZGdlciBiZW5jaCBzZWNyZXQ="
+
+// scaleEnv is the environment of the services the scale run compares:
+// both serve the console and the admin API.
+var scaleEnv = []string{"ADMIN_TOKEN=" + benchAdminToken, "METRICS_TOKEN=" + benchAdminToken, "METRICS_ADDR=",
+	"STANDARD_WEBHOOK_SECRET=" + benchStandardSecret}
+
+// scaleTables are emptied before seeding, as they were before the
+// service's first phase on the empty ledger.
+var scaleTables = []string{"public.webhook_event", "public.subscription", "public.payment", "public.github_branch",
+	"public.usage_total", "public.usage_delta", "public.delivery_stat"}
+
+// pageFetches is how many times each operator page is fetched.
+const pageFetches = 5
+
+// slowPageMS is the median above which a page is called slow.
+const slowPageMS = 300
+
+// scaleReport is the ledger at scale, in Report.
+type scaleReport struct {
+	LedgerRows     int     `json:"ledger_rows"`
+	SeedSeconds    float64 `json:"seed_seconds"`
+	SeedRowsPerSec float64 `json:"seed_rows_per_sec"`
+	// VacuumSeconds is VACUUM (ANALYZE) and CHECKPOINT after seeding: the
+	// table as autovacuum keeps it, and no seeding writes left for the
+	// measured phases to flush.
+	VacuumSeconds float64  `json:"vacuum_analyze_seconds"`
+	TableMB       float64  `json:"webhook_event_mb"`
+	Empty         scaleRun `json:"empty"`
+	Seeded        scaleRun `json:"seeded"`
+	// Ratios are seeded over empty.
+	Ratios    scaleRatios `json:"ratios_seeded_to_empty"`
+	SlowPages []string    `json:"slow_pages_seeded"`
+}
+
+// scaleRun is the service measured on one ledger.
+type scaleRun struct {
+	Ingest        float64      `json:"ingest_events_per_sec"`
+	IngestCPU     cpuUse       `json:"ingest_cpu"`
+	EndToEnd      float64      `json:"end_to_end_events_per_sec"`
+	EndToEndCPU   cpuUse       `json:"end_to_end_cpu"`
+	Peak          latency      `json:"peak_latency"`
+	ApplyAlone    float64      `json:"apply_alone_events_per_sec"`
+	ApplyAloneCPU cpuUse       `json:"apply_alone_cpu"`
+	Pages         []pageTiming `json:"pages"`
+}
+
+// applyMS is the apply's CPU per event, the service's and its backends',
+// in milliseconds.
+func (r scaleRun) applyMS() float64 { return r.ApplyAloneCPU.Service + r.ApplyAloneCPU.Backends }
+
+// endToEndMS is the CPU per event of ingest and apply together, the
+// service's and its backends', in milliseconds.
+func (r scaleRun) endToEndMS() float64 { return r.EndToEndCPU.Service + r.EndToEndCPU.Backends }
+
+type scaleRatios struct {
+	Ingest   float64 `json:"ingest"`
+	EndToEnd float64 `json:"end_to_end"`
+	ApplyCPU float64 `json:"apply_cpu_per_event"`
+}
+
+// pageTiming is one operator page fetched pageFetches times.
+type pageTiming struct {
+	Name   string  `json:"page"`
+	Path   string  `json:"path"`
+	Median float64 `json:"median_ms"`
+	Max    float64 `json:"max_ms"`
+}
+
+// operatorPages are the pages an operator reads, ev's own among them.
+func operatorPages(ev benchDelivery) []pageTiming {
+	key := url.Values{"namespace": {ev.Provider}, "id": {ev.ID}}.Encode()
+	return []pageTiming{
+		{Name: "console overview", Path: "/console/"},
+		{Name: "console overview, 24 h", Path: "/console/?window=24h"},
+		{Name: "console events", Path: "/console/events"},
+		{Name: "console events, failed", Path: "/console/events?status=failed"},
+		{Name: "console events, discarded", Path: "/console/events?status=discarded"},
+		{Name: "console event", Path: "/console/event?" + key},
+		{Name: "console failed", Path: "/console/failed"},
+		{Name: "admin stats", Path: "/admin/stats"},
+		{Name: "admin events", Path: "/admin/events"},
+		{Name: "admin events, failed", Path: "/admin/events?status=failed"},
+		{Name: "admin event", Path: "/admin/events/" + url.PathEscape(ev.ID) + "?namespace=" + url.QueryEscape(ev.Provider)},
+		{Name: "metrics", Path: "/metrics"},
+	}
+}
+
+// fetchPages fetches every operator page pageFetches times, one request
+// at a time, with the admin token, and times each.
+func fetchPages(ctx context.Context, base string, ev benchDelivery) ([]pageTiming, error) {
+	client := &http.Client{Timeout: 5 * time.Minute}
+	pages := operatorPages(ev)
+	for i := range pages {
+		p := &pages[i]
+		ms := make([]float64, 0, pageFetches)
+		for range pageFetches {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+p.Path, nil)
+			if err != nil {
+				return nil, err
+			}
+			req.Header.Set("Authorization", "Bearer "+benchAdminToken)
+			start := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				return nil, fmt.Errorf("GET %s: %w", p.Path, err)
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			ms = append(ms, float64(time.Since(start))/float64(time.Millisecond))
+			if err != nil {
+				return nil, fmt.Errorf("GET %s: %w", p.Path, err)
+			}
+			if resp.StatusCode != http.StatusOK {
+				return nil, fmt.Errorf("GET %s: %s", p.Path, resp.Status)
+			}
+		}
+		slices.Sort(ms)
+		p.Median, p.Max = ms[len(ms)/2], ms[len(ms)-1]
+		if len(ms)%2 == 0 {
+			p.Median = (ms[len(ms)/2-1] + ms[len(ms)/2]) / 2
+		}
+	}
+	return pages, nil
+}
+
+// lastEventID is the newest ledger row's id, 0 when there is none: the
+// rows a phase claims come after it.
+func lastEventID(ctx context.Context, m *meter) (int64, error) {
+	var id int64
+	err := m.db.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM webhook_event`).Scan(&id)
+	return id, err
+}
+
+// runScale seeds the ledger with o.LedgerRows rows and measures the
+// service on it as Run did on the empty ledger: peak ingest, end to end,
+// the operator pages, then ingest and apply alone.
+func runScale(ctx context.Context, m *meter, dbURL string, gen *payloads, o Options, s *scaleReport, logf func(string, ...any)) error {
+	if err := clearJobs(ctx, dbURL, scaleTables...); err != nil {
+		return err
+	}
+	logf("bench: seeding the ledger with %d rows, %d per statement", o.LedgerRows, seedChunk)
+	took, err := seedLedger(ctx, m.db, o.Testdata, o.LedgerRows, time.Now(), logf)
+	if err != nil {
+		return err
+	}
+	s.SeedSeconds, s.SeedRowsPerSec = took.Seconds(), float64(o.LedgerRows)/took.Seconds()
+	logf("bench: VACUUM (ANALYZE) webhook_event and CHECKPOINT")
+	start := time.Now()
+	if _, err := m.db.Exec(ctx, `VACUUM (ANALYZE) webhook_event`); err != nil {
+		return fmt.Errorf("vacuum the seeded ledger: %w", err)
+	}
+	if _, err := m.db.Exec(ctx, `CHECKPOINT`); err != nil {
+		logf("bench: no CHECKPOINT (%v): the seeding's writes may be flushed during the measurement", err)
+	}
+	s.VacuumSeconds = time.Since(start).Seconds()
+	var size int64
+	if err := m.db.QueryRow(ctx, `SELECT pg_total_relation_size('webhook_event')`).Scan(&size); err != nil {
+		return err
+	}
+	s.TableMB = float64(size) / (1 << 20)
+
+	after, err := lastEventID(ctx, m)
+	if err != nil {
+		return err
+	}
+	logf("bench: starting the service on the seeded ledger")
+	svc, err := startBenchService(dbURL, config.RoleAll, o.GroupCommit, o.Workers, o.Clients, scaleEnv...)
+	if err != nil {
+		return err
+	}
+	defer svc.stop()
+	m.servicePID = svc.cmd.Process.Pid
+	logf("bench: peak ingest on the seeded ledger, %d events from %d clients", o.Events, o.Clients)
+	peak := gen.with("seeded")
+	snap := m.snapshot(ctx)
+	start = time.Now()
+	lat, errs := drive(ctx, svc.url, peak, o.Events, o.Clients, 0)
+	r := &s.Seeded
+	r.Ingest = float64(o.Events) / time.Since(start).Seconds()
+	r.IngestCPU = m.since(ctx, snap, o.Events)
+	r.Peak = percentiles(lat)
+	if errs > 0 {
+		return fmt.Errorf("%d request(s) failed on the seeded ledger", errs)
+	}
+	last, err := svc.waitSettled(ctx, o.Events, after)
+	if err != nil {
+		return err
+	}
+	r.EndToEnd = float64(o.Events) / last.Sub(start).Seconds()
+	r.EndToEndCPU = m.since(ctx, snap, o.Events)
+	logf("bench: operator pages on the seeded ledger")
+	if r.Pages, err = fetchPages(ctx, svc.url, peak.event(1)); err != nil {
+		return err
+	}
+	svc.stop()
+	m.servicePID = 0
+
+	if err := clearJobs(ctx, dbURL, "public.subscription"); err != nil {
+		return err
+	}
+	halves := Report{Events: o.Events, Clients: o.Clients}
+	if err := benchHalves(ctx, m, dbURL, &halves, gen, o.GroupCommit, o.Workers, logf, scaleEnv...); err != nil {
+		return err
+	}
+	if halves.Errors > 0 {
+		return fmt.Errorf("%d request(s) failed on the seeded ledger", halves.Errors)
+	}
+	r.ApplyAlone, r.ApplyAloneCPU = halves.ApplyAlone, halves.ApplyAloneCPU
+
+	e := s.Empty
+	s.Ratios = scaleRatios{Ingest: r.Ingest / e.Ingest, EndToEnd: r.EndToEnd / e.EndToEnd, ApplyCPU: r.applyMS() / e.applyMS()}
+	s.SlowPages = []string{}
+	for _, p := range r.Pages {
+		if p.Median > slowPageMS {
+			s.SlowPages = append(s.SlowPages, p.Name)
+		}
+	}
+	return nil
+}
+
+// printScale prints the ledger at scale beside the empty ledger.
+func printScale(w io.Writer, s *scaleReport) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	seeded := fmt.Sprintf("%d rows", s.LedgerRows)
+	p("ledger at scale: %d rows seeded in %.1f s (%.0f rows/s); VACUUM (ANALYZE) and CHECKPOINT %.1f s; webhook_event %.0f MB",
+		s.LedgerRows, s.SeedSeconds, s.SeedRowsPerSec, s.VacuumSeconds, s.TableMB)
+	p("%-40s %15s %15s %13s", "", "empty ledger", seeded, "seeded/empty")
+	e, r := s.Empty, s.Seeded
+	p("%-40s %15.0f %15.0f %12.2fx", "hookledger ingest, events/s", e.Ingest, r.Ingest, s.Ratios.Ingest)
+	p("%-40s %15.0f %15.0f %12.2fx", "hookledger end-to-end, events/s", e.EndToEnd, r.EndToEnd, s.Ratios.EndToEnd)
+	p("%-40s %15s %15s", "latency at peak p50 / p99, ms",
+		fmt.Sprintf("%.1f / %.1f", e.Peak.P50, e.Peak.P99), fmt.Sprintf("%.1f / %.1f", r.Peak.P50, r.Peak.P99))
+	p("%-40s %15.2f %15.2f %12.2fx", "end-to-end CPU per event, ms", e.endToEndMS(), r.endToEndMS(), r.endToEndMS()/e.endToEndMS())
+	p("%-40s %15.0f %15.0f %12.2fx", "apply alone, events/s", e.ApplyAlone, r.ApplyAlone, r.ApplyAlone/e.ApplyAlone)
+	p("%-40s %15.2f %15.2f %12.2fx", "apply CPU per event, ms", e.applyMS(), r.applyMS(), s.Ratios.ApplyCPU)
+	p("(CPU: the service and its PostgreSQL backends)")
+	p("%-40s %15s %15s %13s", fmt.Sprintf("operator page, ms (median / max of %d)", pageFetches), "empty ledger", seeded, "seeded/empty")
+	for i, pg := range r.Pages {
+		var before pageTiming
+		if i < len(e.Pages) {
+			before = e.Pages[i]
+		}
+		mark := ""
+		if pg.Median > slowPageMS {
+			mark = "  slow"
+		}
+		p("%-40s %15s %15s %12.1fx%s", pg.Name, fmt.Sprintf("%.1f / %.1f", before.Median, before.Max),
+			fmt.Sprintf("%.1f / %.1f", pg.Median, pg.Max), pg.Median/before.Median, mark)
+	}
+	if len(s.SlowPages) == 0 {
+		p("no operator page over %d ms at %d rows", slowPageMS, s.LedgerRows)
+	} else {
+		p("pages over %d ms at %d rows: %s", slowPageMS, s.LedgerRows, strings.Join(s.SlowPages, ", "))
+	}
+}
