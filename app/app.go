@@ -75,6 +75,9 @@ type App struct {
 	// payloads is what the claims keep for the apply in the same process
 	// (role all), or nil.
 	payloads *ledger.Payloads
+	// fingerprints names each source's secrets, in their order
+	// (secretFingerprints).
+	fingerprints map[string][]string
 }
 
 // New connects to the database and builds everything role needs. Close
@@ -240,6 +243,34 @@ func poolConfig(rawURL string, pooler config.DatabasePooler) (*pgxpool.Config, e
 	return pcfg, nil
 }
 
+// secretFingerprints is the fingerprint of each of s's secrets (and
+// public keys), computed once per process: the receiver records the one
+// that matched, and the console names them.
+func (a *App) secretFingerprints(s config.Source) []string {
+	if fp, ok := a.fingerprints[s.Name]; ok {
+		return fp
+	}
+	fp := make([]string, len(s.Secrets))
+	for i, sec := range s.Secrets {
+		fp[i] = provider.SecretFingerprint([]byte(sec.Reveal()))
+	}
+	if a.fingerprints == nil {
+		a.fingerprints = map[string][]string{}
+	}
+	a.fingerprints[s.Name] = fp
+	return fp
+}
+
+// maxBodyBytes is the body limit of a source of p: MAX_BODY_BYTES when
+// set, else the provider's documented maximum payload where that is
+// larger than the default, within the in-flight budget.
+func (a *App) maxBodyBytes(p *provider.Provider) int64 {
+	if a.cfg.MaxBodyBytesSet {
+		return a.cfg.MaxBodyBytes
+	}
+	return min(max(a.cfg.MaxBodyBytes, p.MaxBodyBytes), a.cfg.InflightBodyBytes)
+}
+
 func (a *App) sources() ([]receiver.Source, error) {
 	var (
 		out []receiver.Source
@@ -255,7 +286,8 @@ func (a *App) sources() ([]receiver.Source, error) {
 			secrets[i] = []byte(sec.Reveal())
 		}
 		src := receiver.Source{Source: intake.Source{Name: s.Name, Namespace: s.Namespace, Provider: p, BodyDedup: s.BodyDedup},
-			Secrets: secrets, Tolerance: s.Tolerance, ReplayToken: a.cfg.ReplayTokenOf(s).Reveal()}
+			Secrets: secrets, Fingerprints: a.secretFingerprints(s), Tolerance: s.Tolerance, ReplayToken: a.cfg.ReplayTokenOf(s).Reveal(),
+			MaxBodyBytes: a.maxBodyBytes(p)}
 		if src.AllowIPs, err = a.allowList(s); err != nil {
 			return nil, err
 		}

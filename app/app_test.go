@@ -51,6 +51,15 @@ func start(t testing.TB, env map[string]string) *server {
 // startOn boots one process of the given role on db.
 func startOn(t testing.TB, db *dbtest.DB, env map[string]string, role config.Role, opts ...app.Option) *server {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	return serveOn(t, ln, db, env, role, opts...)
+}
+
+// serveOn boots one process of the given role on db, serving ln.
+func serveOn(t testing.TB, ln net.Listener, db *dbtest.DB, env map[string]string, role config.Role, opts ...app.Option) *server {
+	t.Helper()
+	t.Cleanup(func() { ln.Close() }) // Serve closes it; this is for a boot that failed
 	vars := map[string]string{
 		"DATABASE_URL":          db.URL,
 		"STRIPE_WEBHOOK_SECRET": "whsec_other_secret," + secret,
@@ -70,8 +79,6 @@ func startOn(t testing.TB, db *dbtest.DB, env map[string]string, role config.Rol
 		log = zaptest.NewLogger(tt, zaptest.Level(zap.WarnLevel))
 	}
 	a, err := app.New(ctx, cfg, log, role, opts...)
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- a.Serve(ctx, ln) }()

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookledger/hookledger/modules/core/provider"
 	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
@@ -120,8 +121,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Equal(t, "16.67%", text(t, ctx, "#dup-rate"), "5 duplicates of 30 verified deliveries")
 	require.Equal(t, "5", text(t, ctx, "#would-skip"), "log-only's banner")
 	require.Contains(t, text(t, ctx, "#backlog"), "failed\t1")
-	require.Contains(t, text(t, ctx, "#sources"), "#1: 25", "the second configured secret is the one matching")
-	require.Contains(t, text(t, ctx, "#sources"), "#0: 0 (unused)")
+	// Each secret is named by its position and its fingerprint.
+	require.Contains(t, text(t, ctx, "#sources"), "#1 "+provider.SecretFingerprint([]byte(secret))+": 25", "the second configured secret is the one matching")
+	require.Contains(t, text(t, ctx, "#sources"), "#0 "+provider.SecretFingerprint([]byte("whsec_other_secret"))+": 0 (unused)")
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	out := filepath.Join(t.TempDir(), "console.png")

@@ -95,11 +95,15 @@ func (a *App) buildHTTP() error {
 		if err != nil {
 			return err
 		}
+		// What the receiver runs in the background: the claim committers
+		// and the duplicates' comparison.
+		ctx, cancel := context.WithCancel(context.Background())
+		a.stop = cancel
 		var claimer receiver.Claimer = store
 		if a.cfg.GroupCommit {
-			ctx, cancel := context.WithCancel(context.Background())
-			a.stop = cancel
-			claimer = ledger.NewBatcher(ctx, store, a.cfg.ClaimCommitters, a.cfg.ClaimBatchMax)
+			b := ledger.NewBatcher(ctx, store, a.cfg.ClaimCommitters, a.cfg.ClaimBatchMax)
+			b.LateClaim = a.lateClaim
+			claimer = b
 		}
 		if a.tracing != nil {
 			claimer = tracedClaimer{Claimer: claimer, tracer: a.tracing.Tracer(tracerName)}
@@ -117,18 +121,28 @@ func (a *App) buildHTTP() error {
 			ClaimTimeout: a.cfg.ClaimTimeout,
 			Metrics:      a.metrics,
 			Stats:        a.stats,
+			Duplicates:   receiver.NewDuplicateCheck(ctx, store, a.metrics, a.stats, a.log.Named("receiver")),
 		})
 	}
 	a.engine = e
 	return nil
 }
 
+// lateClaim counts a claim that committed after its delivery was answered
+// 503, so the claimed count matches the ledger's rows.
+func (a *App) lateClaim(c ledger.Claim) {
+	a.metrics.LateClaims.WithLabelValues(c.Source).Inc()
+	a.stats.Tally(c.Source, ledger.StatLateClaim)
+	a.log.Info("claim committed after its delivery was answered 503: the provider's retry will be a duplicate",
+		zap.String("source", c.Source), zap.String("namespace", c.Namespace), zap.String("event_id", c.EventID))
+}
+
 // consoleSources is what the console shows of the sources: names,
-// providers and how many secrets, never the secrets.
+// providers and their secrets' fingerprints, never the secrets.
 func (a *App) consoleSources() []console.Source {
 	out := make([]console.Source, len(a.cfg.Sources))
 	for i, s := range a.cfg.Sources {
-		out[i] = console.Source{Name: s.Name, Provider: s.Provider, Secrets: len(s.Secrets)}
+		out[i] = console.Source{Name: s.Name, Provider: s.Provider, Fingerprints: a.secretFingerprints(s)}
 	}
 	return out
 }

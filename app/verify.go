@@ -111,6 +111,7 @@ func runVerify(o verifyOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "valid: %s signature matches secret %d (secret_index %d, counting from 0)\n", p.Name, v.SecretIndex, v.SecretIndex)
+	fmt.Fprintf(stdout, "valid: %s signature matches secret %d (secret_index %d, counting from 0; fingerprint %s)\n",
+		p.Name, v.SecretIndex, v.SecretIndex, provider.SecretFingerprint(keys[v.SecretIndex]))
 	return nil
 }

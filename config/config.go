@@ -135,7 +135,11 @@ type Config struct {
 	ReadTimeout       time.Duration `json:"read_timeout"`
 	LogLevel          string        `json:"log_level"`
 	LogFormat         string        `json:"log_format"`
-	MaxBodyBytes      int64         `json:"max_body_bytes"`
+	// MaxBodyBytes is the body limit of every source when MaxBodyBytesSet
+	// (MAX_BODY_BYTES), else of a source whose provider documents no
+	// larger payload (the provider's maximum applies: GitHub's 25 MB).
+	MaxBodyBytes    int64 `json:"max_body_bytes"`
+	MaxBodyBytesSet bool  `json:"max_body_bytes_set"`
 	// InflightBodyBytes bounds the body bytes of all in-flight deliveries.
 	InflightBodyBytes int64         `json:"inflight_body_bytes"`
 	ClaimTimeout      time.Duration `json:"claim_timeout"`
@@ -243,6 +247,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 
 	c.MaxBodyBytes = DefaultMaxBodyBytes
 	if v := getenv("MAX_BODY_BYTES"); v != "" {
+		c.MaxBodyBytesSet = true
 		n, err := strconv.ParseInt(v, 10, 64)
 		switch {
 		case err != nil || n <= 0:

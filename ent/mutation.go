@@ -5178,41 +5178,42 @@ func (m *UsageTotalMutation) ResetEdge(name string) error {
 // WebhookEventMutation represents an operation that mutates the WebhookEvent nodes in the graph.
 type WebhookEventMutation struct {
 	config
-	op                Op
-	typ               string
-	id                *int64
-	namespace         *string
-	event_id          *string
-	provider          *string
-	source            *string
-	event_type        *string
-	payload           *string
-	status            *webhookevent.Status
-	attempts          *int
-	addattempts       *int
-	last_error        *string
-	received_at       *time.Time
-	settled_at        *time.Time
-	occurred_at       *time.Time
-	headers           *map[string]string
-	secret_index      *int
-	addsecret_index   *int
-	clock_skew_ms     *int64
-	addclock_skew_ms  *int64
-	replayed          *bool
-	failures          *int
-	addfailures       *int
-	failing_since     *time.Time
-	handlers          *[]string
-	appendhandlers    []string
-	failure_log       *[]schema.Failure
-	appendfailure_log []schema.Failure
-	discard_reason    *string
-	body_digest       *string
-	clearedFields     map[string]struct{}
-	done              bool
-	oldValue          func(context.Context) (*WebhookEvent, error)
-	predicates        []predicate.WebhookEvent
+	op                 Op
+	typ                string
+	id                 *int64
+	namespace          *string
+	event_id           *string
+	provider           *string
+	source             *string
+	event_type         *string
+	payload            *string
+	status             *webhookevent.Status
+	attempts           *int
+	addattempts        *int
+	last_error         *string
+	received_at        *time.Time
+	settled_at         *time.Time
+	occurred_at        *time.Time
+	headers            *map[string]string
+	secret_index       *int
+	addsecret_index    *int
+	secret_fingerprint *string
+	clock_skew_ms      *int64
+	addclock_skew_ms   *int64
+	replayed           *bool
+	failures           *int
+	addfailures        *int
+	failing_since      *time.Time
+	handlers           *[]string
+	appendhandlers     []string
+	failure_log        *[]schema.Failure
+	appendfailure_log  []schema.Failure
+	discard_reason     *string
+	body_digest        *string
+	clearedFields      map[string]struct{}
+	done               bool
+	oldValue           func(context.Context) (*WebhookEvent, error)
+	predicates         []predicate.WebhookEvent
 }
 
 var _ ent.Mutation = (*WebhookEventMutation)(nil)
@@ -5929,6 +5930,55 @@ func (m *WebhookEventMutation) ResetSecretIndex() {
 	delete(m.clearedFields, webhookevent.FieldSecretIndex)
 }
 
+// SetSecretFingerprint sets the "secret_fingerprint" field.
+func (m *WebhookEventMutation) SetSecretFingerprint(s string) {
+	m.secret_fingerprint = &s
+}
+
+// SecretFingerprint returns the value of the "secret_fingerprint" field in the mutation.
+func (m *WebhookEventMutation) SecretFingerprint() (r string, exists bool) {
+	v := m.secret_fingerprint
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSecretFingerprint returns the old "secret_fingerprint" field's value of the WebhookEvent entity.
+// If the WebhookEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *WebhookEventMutation) OldSecretFingerprint(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSecretFingerprint is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSecretFingerprint requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSecretFingerprint: %w", err)
+	}
+	return oldValue.SecretFingerprint, nil
+}
+
+// ClearSecretFingerprint clears the value of the "secret_fingerprint" field.
+func (m *WebhookEventMutation) ClearSecretFingerprint() {
+	m.secret_fingerprint = nil
+	m.clearedFields[webhookevent.FieldSecretFingerprint] = struct{}{}
+}
+
+// SecretFingerprintCleared returns if the "secret_fingerprint" field was cleared in this mutation.
+func (m *WebhookEventMutation) SecretFingerprintCleared() bool {
+	_, ok := m.clearedFields[webhookevent.FieldSecretFingerprint]
+	return ok
+}
+
+// ResetSecretFingerprint resets all changes to the "secret_fingerprint" field.
+func (m *WebhookEventMutation) ResetSecretFingerprint() {
+	m.secret_fingerprint = nil
+	delete(m.clearedFields, webhookevent.FieldSecretFingerprint)
+}
+
 // SetClockSkewMs sets the "clock_skew_ms" field.
 func (m *WebhookEventMutation) SetClockSkewMs(i int64) {
 	m.clock_skew_ms = &i
@@ -6402,7 +6452,7 @@ func (m *WebhookEventMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *WebhookEventMutation) Fields() []string {
-	fields := make([]string, 0, 22)
+	fields := make([]string, 0, 23)
 	if m.namespace != nil {
 		fields = append(fields, webhookevent.FieldNamespace)
 	}
@@ -6444,6 +6494,9 @@ func (m *WebhookEventMutation) Fields() []string {
 	}
 	if m.secret_index != nil {
 		fields = append(fields, webhookevent.FieldSecretIndex)
+	}
+	if m.secret_fingerprint != nil {
+		fields = append(fields, webhookevent.FieldSecretFingerprint)
 	}
 	if m.clock_skew_ms != nil {
 		fields = append(fields, webhookevent.FieldClockSkewMs)
@@ -6505,6 +6558,8 @@ func (m *WebhookEventMutation) Field(name string) (ent.Value, bool) {
 		return m.Headers()
 	case webhookevent.FieldSecretIndex:
 		return m.SecretIndex()
+	case webhookevent.FieldSecretFingerprint:
+		return m.SecretFingerprint()
 	case webhookevent.FieldClockSkewMs:
 		return m.ClockSkewMs()
 	case webhookevent.FieldReplayed:
@@ -6558,6 +6613,8 @@ func (m *WebhookEventMutation) OldField(ctx context.Context, name string) (ent.V
 		return m.OldHeaders(ctx)
 	case webhookevent.FieldSecretIndex:
 		return m.OldSecretIndex(ctx)
+	case webhookevent.FieldSecretFingerprint:
+		return m.OldSecretFingerprint(ctx)
 	case webhookevent.FieldClockSkewMs:
 		return m.OldClockSkewMs(ctx)
 	case webhookevent.FieldReplayed:
@@ -6680,6 +6737,13 @@ func (m *WebhookEventMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetSecretIndex(v)
+		return nil
+	case webhookevent.FieldSecretFingerprint:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSecretFingerprint(v)
 		return nil
 	case webhookevent.FieldClockSkewMs:
 		v, ok := value.(int64)
@@ -6833,6 +6897,9 @@ func (m *WebhookEventMutation) ClearedFields() []string {
 	if m.FieldCleared(webhookevent.FieldSecretIndex) {
 		fields = append(fields, webhookevent.FieldSecretIndex)
 	}
+	if m.FieldCleared(webhookevent.FieldSecretFingerprint) {
+		fields = append(fields, webhookevent.FieldSecretFingerprint)
+	}
 	if m.FieldCleared(webhookevent.FieldClockSkewMs) {
 		fields = append(fields, webhookevent.FieldClockSkewMs)
 	}
@@ -6879,6 +6946,9 @@ func (m *WebhookEventMutation) ClearField(name string) error {
 		return nil
 	case webhookevent.FieldSecretIndex:
 		m.ClearSecretIndex()
+		return nil
+	case webhookevent.FieldSecretFingerprint:
+		m.ClearSecretFingerprint()
 		return nil
 	case webhookevent.FieldClockSkewMs:
 		m.ClearClockSkewMs()
@@ -6947,6 +7017,9 @@ func (m *WebhookEventMutation) ResetField(name string) error {
 		return nil
 	case webhookevent.FieldSecretIndex:
 		m.ResetSecretIndex()
+		return nil
+	case webhookevent.FieldSecretFingerprint:
+		m.ResetSecretFingerprint()
 		return nil
 	case webhookevent.FieldClockSkewMs:
 		m.ResetClockSkewMs()

@@ -236,11 +236,11 @@ func init() {
 	// webhookevent.DefaultReceivedAt holds the default value on creation for the received_at field.
 	webhookevent.DefaultReceivedAt = webhookeventDescReceivedAt.Default.(func() time.Time)
 	// webhookeventDescReplayed is the schema descriptor for replayed field.
-	webhookeventDescReplayed := webhookeventFields[16].Descriptor()
+	webhookeventDescReplayed := webhookeventFields[17].Descriptor()
 	// webhookevent.DefaultReplayed holds the default value on creation for the replayed field.
 	webhookevent.DefaultReplayed = webhookeventDescReplayed.Default.(bool)
 	// webhookeventDescFailures is the schema descriptor for failures field.
-	webhookeventDescFailures := webhookeventFields[17].Descriptor()
+	webhookeventDescFailures := webhookeventFields[18].Descriptor()
 	// webhookevent.DefaultFailures holds the default value on creation for the failures field.
 	webhookevent.DefaultFailures = webhookeventDescFailures.Default.(int)
 }

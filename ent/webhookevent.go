@@ -47,6 +47,8 @@ type WebhookEvent struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	// Position of the configured secret that matched; null for replays.
 	SecretIndex *int `json:"secret_index,omitempty"`
+	// Stable short hash of the secret or public key that matched (never the secret): it names the secret across rotations, where the index moves; null for replays.
+	SecretFingerprint *string `json:"secret_fingerprint,omitempty"`
 	// Receive time minus the signed timestamp, in milliseconds.
 	ClockSkewMs *int64 `json:"clock_skew_ms,omitempty"`
 	// Replayed holds the value of the "replayed" field.
@@ -77,7 +79,7 @@ func (*WebhookEvent) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case webhookevent.FieldID, webhookevent.FieldAttempts, webhookevent.FieldSecretIndex, webhookevent.FieldClockSkewMs, webhookevent.FieldFailures:
 			values[i] = new(sql.NullInt64)
-		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldPayload, webhookevent.FieldStatus, webhookevent.FieldLastError, webhookevent.FieldDiscardReason, webhookevent.FieldBodyDigest:
+		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldPayload, webhookevent.FieldStatus, webhookevent.FieldLastError, webhookevent.FieldSecretFingerprint, webhookevent.FieldDiscardReason, webhookevent.FieldBodyDigest:
 			values[i] = new(sql.NullString)
 		case webhookevent.FieldReceivedAt, webhookevent.FieldSettledAt, webhookevent.FieldOccurredAt, webhookevent.FieldFailingSince:
 			values[i] = new(sql.NullTime)
@@ -191,6 +193,13 @@ func (_m *WebhookEvent) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.SecretIndex = new(int)
 				*_m.SecretIndex = int(value.Int64)
+			}
+		case webhookevent.FieldSecretFingerprint:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field secret_fingerprint", values[i])
+			} else if value.Valid {
+				_m.SecretFingerprint = new(string)
+				*_m.SecretFingerprint = value.String
 			}
 		case webhookevent.FieldClockSkewMs:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -332,6 +341,11 @@ func (_m *WebhookEvent) String() string {
 	if v := _m.SecretIndex; v != nil {
 		builder.WriteString("secret_index=")
 		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	if v := _m.SecretFingerprint; v != nil {
+		builder.WriteString("secret_fingerprint=")
+		builder.WriteString(*v)
 	}
 	builder.WriteString(", ")
 	if v := _m.ClockSkewMs; v != nil {

@@ -163,6 +163,20 @@ func (_c *WebhookEventCreate) SetNillableSecretIndex(v *int) *WebhookEventCreate
 	return _c
 }
 
+// SetSecretFingerprint sets the "secret_fingerprint" field.
+func (_c *WebhookEventCreate) SetSecretFingerprint(v string) *WebhookEventCreate {
+	_c.mutation.SetSecretFingerprint(v)
+	return _c
+}
+
+// SetNillableSecretFingerprint sets the "secret_fingerprint" field if the given value is not nil.
+func (_c *WebhookEventCreate) SetNillableSecretFingerprint(v *string) *WebhookEventCreate {
+	if v != nil {
+		_c.SetSecretFingerprint(*v)
+	}
+	return _c
+}
+
 // SetClockSkewMs sets the "clock_skew_ms" field.
 func (_c *WebhookEventCreate) SetClockSkewMs(v int64) *WebhookEventCreate {
 	_c.mutation.SetClockSkewMs(v)
@@ -471,6 +485,10 @@ func (_c *WebhookEventCreate) createSpec() (*WebhookEvent, *sqlgraph.CreateSpec)
 		_spec.SetField(webhookevent.FieldSecretIndex, field.TypeInt, value)
 		_node.SecretIndex = &value
 	}
+	if value, ok := _c.mutation.SecretFingerprint(); ok {
+		_spec.SetField(webhookevent.FieldSecretFingerprint, field.TypeString, value)
+		_node.SecretFingerprint = &value
+	}
 	if value, ok := _c.mutation.ClockSkewMs(); ok {
 		_spec.SetField(webhookevent.FieldClockSkewMs, field.TypeInt64, value)
 		_node.ClockSkewMs = &value
@@ -757,6 +775,9 @@ func (u *WebhookEventUpsertOne) UpdateNewValues() *WebhookEventUpsertOne {
 		}
 		if _, exists := u.create.mutation.SecretIndex(); exists {
 			s.SetIgnore(webhookevent.FieldSecretIndex)
+		}
+		if _, exists := u.create.mutation.SecretFingerprint(); exists {
+			s.SetIgnore(webhookevent.FieldSecretFingerprint)
 		}
 		if _, exists := u.create.mutation.ClockSkewMs(); exists {
 			s.SetIgnore(webhookevent.FieldClockSkewMs)
@@ -1191,6 +1212,9 @@ func (u *WebhookEventUpsertBulk) UpdateNewValues() *WebhookEventUpsertBulk {
 			}
 			if _, exists := b.mutation.SecretIndex(); exists {
 				s.SetIgnore(webhookevent.FieldSecretIndex)
+			}
+			if _, exists := b.mutation.SecretFingerprint(); exists {
+				s.SetIgnore(webhookevent.FieldSecretFingerprint)
 			}
 			if _, exists := b.mutation.ClockSkewMs(); exists {
 				s.SetIgnore(webhookevent.FieldClockSkewMs)

@@ -286,6 +286,9 @@ func (_u *WebhookEventUpdate) sqlSave(ctx context.Context) (_node int, err error
 	if _u.mutation.SecretIndexCleared() {
 		_spec.ClearField(webhookevent.FieldSecretIndex, field.TypeInt)
 	}
+	if _u.mutation.SecretFingerprintCleared() {
+		_spec.ClearField(webhookevent.FieldSecretFingerprint, field.TypeString)
+	}
 	if _u.mutation.ClockSkewMsCleared() {
 		_spec.ClearField(webhookevent.FieldClockSkewMs, field.TypeInt64)
 	}
@@ -637,6 +640,9 @@ func (_u *WebhookEventUpdateOne) sqlSave(ctx context.Context) (_node *WebhookEve
 	}
 	if _u.mutation.SecretIndexCleared() {
 		_spec.ClearField(webhookevent.FieldSecretIndex, field.TypeInt)
+	}
+	if _u.mutation.SecretFingerprintCleared() {
+		_spec.ClearField(webhookevent.FieldSecretFingerprint, field.TypeString)
 	}
 	if _u.mutation.ClockSkewMsCleared() {
 		_spec.ClearField(webhookevent.FieldClockSkewMs, field.TypeInt64)

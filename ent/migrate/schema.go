@@ -203,6 +203,7 @@ var (
 		{Name: "occurred_at", Type: field.TypeTime, Nullable: true},
 		{Name: "headers", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "jsonb"}},
 		{Name: "secret_index", Type: field.TypeInt, Nullable: true},
+		{Name: "secret_fingerprint", Type: field.TypeString, Nullable: true},
 		{Name: "clock_skew_ms", Type: field.TypeInt64, Nullable: true},
 		{Name: "replayed", Type: field.TypeBool, Default: false},
 		{Name: "failures", Type: field.TypeInt, Default: 0},
@@ -247,7 +248,7 @@ var (
 			{
 				Name:    "webhookevent_body_digest",
 				Unique:  true,
-				Columns: []*schema.Column{WebhookEventColumns[1], WebhookEventColumns[22]},
+				Columns: []*schema.Column{WebhookEventColumns[1], WebhookEventColumns[23]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "(body_digest IS NOT NULL)",
 				},

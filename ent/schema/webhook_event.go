@@ -59,6 +59,8 @@ func (WebhookEvent) Fields() []ent.Field {
 			Comment("Provider headers of the delivery, signatures left out."),
 		field.Int("secret_index").Optional().Nillable().Immutable().
 			Comment("Position of the configured secret that matched; null for replays."),
+		field.String("secret_fingerprint").Optional().Nillable().Immutable().
+			Comment("Stable short hash of the secret or public key that matched (never the secret): it names the secret across rotations, where the index moves; null for replays."),
 		field.Int64("clock_skew_ms").Optional().Nillable().Immutable().
 			Comment("Receive time minus the signed timestamp, in milliseconds."),
 		field.Bool("replayed").Default(false).Immutable(),

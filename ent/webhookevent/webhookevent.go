@@ -42,6 +42,8 @@ const (
 	FieldHeaders = "headers"
 	// FieldSecretIndex holds the string denoting the secret_index field in the database.
 	FieldSecretIndex = "secret_index"
+	// FieldSecretFingerprint holds the string denoting the secret_fingerprint field in the database.
+	FieldSecretFingerprint = "secret_fingerprint"
 	// FieldClockSkewMs holds the string denoting the clock_skew_ms field in the database.
 	FieldClockSkewMs = "clock_skew_ms"
 	// FieldReplayed holds the string denoting the replayed field in the database.
@@ -79,6 +81,7 @@ var Columns = []string{
 	FieldOccurredAt,
 	FieldHeaders,
 	FieldSecretIndex,
+	FieldSecretFingerprint,
 	FieldClockSkewMs,
 	FieldReplayed,
 	FieldFailures,
@@ -218,6 +221,11 @@ func ByOccurredAt(opts ...sql.OrderTermOption) OrderOption {
 // BySecretIndex orders the results by the secret_index field.
 func BySecretIndex(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldSecretIndex, opts...).ToFunc()
+}
+
+// BySecretFingerprint orders the results by the secret_fingerprint field.
+func BySecretFingerprint(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSecretFingerprint, opts...).ToFunc()
 }
 
 // ByClockSkewMs orders the results by the clock_skew_ms field.

@@ -114,6 +114,11 @@ func SecretIndex(v int) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldEQ(FieldSecretIndex, v))
 }
 
+// SecretFingerprint applies equality check predicate on the "secret_fingerprint" field. It's identical to SecretFingerprintEQ.
+func SecretFingerprint(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldSecretFingerprint, v))
+}
+
 // ClockSkewMs applies equality check predicate on the "clock_skew_ms" field. It's identical to ClockSkewMsEQ.
 func ClockSkewMs(v int64) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldEQ(FieldClockSkewMs, v))
@@ -867,6 +872,81 @@ func SecretIndexIsNil() predicate.WebhookEvent {
 // SecretIndexNotNil applies the NotNil predicate on the "secret_index" field.
 func SecretIndexNotNil() predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldNotNull(FieldSecretIndex))
+}
+
+// SecretFingerprintEQ applies the EQ predicate on the "secret_fingerprint" field.
+func SecretFingerprintEQ(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldSecretFingerprint, v))
+}
+
+// SecretFingerprintNEQ applies the NEQ predicate on the "secret_fingerprint" field.
+func SecretFingerprintNEQ(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNEQ(FieldSecretFingerprint, v))
+}
+
+// SecretFingerprintIn applies the In predicate on the "secret_fingerprint" field.
+func SecretFingerprintIn(vs ...string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIn(FieldSecretFingerprint, vs...))
+}
+
+// SecretFingerprintNotIn applies the NotIn predicate on the "secret_fingerprint" field.
+func SecretFingerprintNotIn(vs ...string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotIn(FieldSecretFingerprint, vs...))
+}
+
+// SecretFingerprintGT applies the GT predicate on the "secret_fingerprint" field.
+func SecretFingerprintGT(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGT(FieldSecretFingerprint, v))
+}
+
+// SecretFingerprintGTE applies the GTE predicate on the "secret_fingerprint" field.
+func SecretFingerprintGTE(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGTE(FieldSecretFingerprint, v))
+}
+
+// SecretFingerprintLT applies the LT predicate on the "secret_fingerprint" field.
+func SecretFingerprintLT(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLT(FieldSecretFingerprint, v))
+}
+
+// SecretFingerprintLTE applies the LTE predicate on the "secret_fingerprint" field.
+func SecretFingerprintLTE(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLTE(FieldSecretFingerprint, v))
+}
+
+// SecretFingerprintContains applies the Contains predicate on the "secret_fingerprint" field.
+func SecretFingerprintContains(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldContains(FieldSecretFingerprint, v))
+}
+
+// SecretFingerprintHasPrefix applies the HasPrefix predicate on the "secret_fingerprint" field.
+func SecretFingerprintHasPrefix(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldHasPrefix(FieldSecretFingerprint, v))
+}
+
+// SecretFingerprintHasSuffix applies the HasSuffix predicate on the "secret_fingerprint" field.
+func SecretFingerprintHasSuffix(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldHasSuffix(FieldSecretFingerprint, v))
+}
+
+// SecretFingerprintIsNil applies the IsNil predicate on the "secret_fingerprint" field.
+func SecretFingerprintIsNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIsNull(FieldSecretFingerprint))
+}
+
+// SecretFingerprintNotNil applies the NotNil predicate on the "secret_fingerprint" field.
+func SecretFingerprintNotNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotNull(FieldSecretFingerprint))
+}
+
+// SecretFingerprintEqualFold applies the EqualFold predicate on the "secret_fingerprint" field.
+func SecretFingerprintEqualFold(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEqualFold(FieldSecretFingerprint, v))
+}
+
+// SecretFingerprintContainsFold applies the ContainsFold predicate on the "secret_fingerprint" field.
+func SecretFingerprintContainsFold(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldContainsFold(FieldSecretFingerprint, v))
 }
 
 // ClockSkewMsEQ applies the EQ predicate on the "clock_skew_ms" field.

@@ -21,6 +21,11 @@ type Batcher struct {
 	maxBatch int
 	// Batches counts committed batches and Claims the requests in them.
 	Batches, Claims atomic.Int64
+	// LateClaim, when set, is told of a claim that committed after its
+	// request stopped waiting (its deadline passed: the client was
+	// answered 503): the row exists, and the provider's retry will be a
+	// duplicate. It runs on the committer's goroutine.
+	LateClaim func(Claim)
 }
 
 type waiting struct {
@@ -29,6 +34,23 @@ type waiting struct {
 	result ClaimResult
 	err    error
 	done   chan struct{}
+	// owner decides who has the result: the committer that delivers it
+	// (delivered) or the request that stopped waiting first (gaveUp).
+	owner atomic.Int32
+}
+
+const (
+	delivered = iota + 1
+	gaveUp
+)
+
+// finish hands p its result, or reports a claim its request no longer
+// waits for (LateClaim).
+func (b *Batcher) finish(p *waiting) {
+	close(p.done)
+	if !p.owner.CompareAndSwap(0, delivered) && p.err == nil && p.result == Claimed && b.LateClaim != nil {
+		b.LateClaim(p.claim)
+	}
 }
 
 // NewBatcher starts the given number of committer goroutines, which claim
@@ -60,11 +82,15 @@ func (b *Batcher) Claim(ctx context.Context, in Claim) (ClaimResult, error) {
 	}
 	select {
 	case <-p.done:
-		return p.result, p.err
 	case <-ctx.Done():
-		// The batch may still commit; the provider retries and gets a duplicate.
-		return 0, ctx.Err()
+		if p.owner.CompareAndSwap(0, gaveUp) {
+			// The batch may still commit (LateClaim); the provider
+			// retries and gets a duplicate.
+			return 0, ctx.Err()
+		}
+		<-p.done // the committer delivered first
 	}
+	return p.result, p.err
 }
 
 func (b *Batcher) commitLoop(ctx context.Context) {
@@ -96,7 +122,7 @@ func (b *Batcher) commit(batch []*waiting) {
 	for _, p := range batch {
 		if p.ctx.Err() != nil {
 			p.err = p.ctx.Err()
-			close(p.done)
+			b.finish(p)
 			continue
 		}
 		live = append(live, p)
@@ -117,29 +143,38 @@ func (b *Batcher) commit(batch []*waiting) {
 			b.Claims.Add(int64(len(live)))
 			for i, p := range live {
 				p.result = res[i]
-				close(p.done)
+				b.finish(p)
 			}
 			return
 		}
 	}
 	for _, p := range live {
-		p.result, p.err = b.store.Claim(p.ctx, p.claim)
-		close(p.done)
+		ctx, cancel := batchContext([]*waiting{p})
+		p.result, p.err = b.store.Claim(ctx, p.claim)
+		cancel()
+		b.finish(p)
 	}
 }
 
 // batchContext ends at the latest deadline of the batch's requests: the
-// batch serves all of them.
+// batch serves all of them. A request that stops waiting before then does
+// not cancel the claim, which the others (or the provider's retry) still
+// need; if it commits, finish reports it as late.
+// A request claimed alone keeps its context's values (its trace).
 func batchContext(batch []*waiting) (context.Context, context.CancelFunc) {
+	base := context.Background()
+	if len(batch) == 1 {
+		base = context.WithoutCancel(batch[0].ctx)
+	}
 	var latest time.Time
 	for _, p := range batch {
 		d, ok := p.ctx.Deadline()
 		if !ok {
-			return context.WithCancel(context.Background())
+			return context.WithCancel(base)
 		}
 		if d.After(latest) {
 			latest = d
 		}
 	}
-	return context.WithDeadline(context.Background(), latest)
+	return context.WithDeadline(base, latest)
 }

@@ -32,6 +32,9 @@ type Claim struct {
 	// SecretIndex is the position of the secret that matched; nil for a
 	// replayed delivery, which is not verified.
 	SecretIndex *int
+	// SecretFingerprint names the secret that matched across rotations
+	// (provider.SecretFingerprint); empty for a replayed delivery.
+	SecretFingerprint string
 	// ClockSkew is receive time minus the signed timestamp; nil when the
 	// provider signs none.
 	ClockSkew *time.Duration
@@ -361,14 +364,14 @@ type querier interface {
 // them unchanged.
 const claimSQL = `
 	INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, headers,
-		secret_index, clock_skew_ms, occurred_at, replayed, body_digest)
+		secret_index, clock_skew_ms, occurred_at, replayed, body_digest, secret_fingerprint)
 	SELECT k.namespace, k.event_id, k.provider, k.source, k.event_type,
 		convert_from(substring($13::bytea FROM k.start FOR k.size), 'UTF8'), k.headers,
-		k.secret_index, k.clock_skew_ms, k.occurred_at, k.replayed, k.body_digest
+		k.secret_index, k.clock_skew_ms, k.occurred_at, k.replayed, k.body_digest, k.secret_fingerprint
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[], $8::jsonb[],
-		$9::bigint[], $10::bigint[], $11::timestamptz[], $12::boolean[], $14::text[])
+		$9::bigint[], $10::bigint[], $11::timestamptz[], $12::boolean[], $14::text[], $15::text[])
 		AS k(namespace, event_id, provider, source, event_type, start, size, headers,
-			secret_index, clock_skew_ms, occurred_at, replayed, body_digest)
+			secret_index, clock_skew_ms, occurred_at, replayed, body_digest, secret_fingerprint)
 	ON CONFLICT DO NOTHING
 	RETURNING namespace, event_id`
 
@@ -376,7 +379,7 @@ const claimSQL = `
 // in one statement, so one implicit transaction: the job River's
 // InsertManyTx would insert for them (claimRows), an apply_event job with
 // fresh set for one event, an apply_batch job for more, none for none, in
-// the default queue with the apply's attempt budget. With $15 it also
+// the default queue with the apply's attempt budget. With $16 it also
 // sends River's insert notice, which wakes the workers, on the channel
 // River listens on; where that name would pass PostgreSQL's 63 bytes,
 // which pg_notify refuses (a schema named with more than 50), it sends
@@ -395,7 +398,7 @@ var claimWithJobSQL = `
 			'{}', '{}'
 		FROM ins
 		HAVING count(*) > 0
-		RETURNING CASE WHEN $15::boolean AND octet_length(current_schema()) <= 50
+		RETURNING CASE WHEN $16::boolean AND octet_length(current_schema()) <= 50
 			THEN pg_notify(current_schema() || '.river_insert', '{"queue": "` + river.QueueDefault + `"}')::text END AS notice)
 	SELECT ins.namespace, ins.event_id FROM ins LEFT JOIN job ON true`
 
@@ -434,7 +437,7 @@ func claimArgs(rows []Claim, buf *[]byte) []any {
 		secretIdx, skews                         = make([]*int64, n), make([]*int64, n)
 		occurred                                 = make([]*time.Time, n)
 		replayed                                 = make([]bool, n)
-		digests                                  = make([]*string, n)
+		digests, fingerprints                    = make([]*string, n), make([]*string, n)
 	)
 	if bodies == nil {
 		// pgx sends a nil slice as NULL: a batch of empty bodies stores
@@ -463,9 +466,12 @@ func claimArgs(rows []Claim, buf *[]byte) []any {
 		if c.BodyDigest != "" {
 			digests[i] = &c.BodyDigest
 		}
+		if c.SecretFingerprint != "" {
+			fingerprints[i] = &c.SecretFingerprint
+		}
 	}
 	*buf = bodies
-	return []any{namespaces, eventIDs, providers, sources, types, starts, sizes, headers, secretIdx, skews, occurred, replayed, bodies, digests}
+	return []any{namespaces, eventIDs, providers, sources, types, starts, sizes, headers, secretIdx, skews, occurred, replayed, bodies, digests, fingerprints}
 }
 
 // claimBodies holds the buffers the claim statement's bodies go in, one

@@ -18,7 +18,29 @@ const (
 	StatReplayed = "replayed"
 	// StatWouldSkip counts duplicates applied again under CLAIM_MODE=log-only.
 	StatWouldSkip = "would_skip"
+	// StatForbidden counts deliveries refused because the client's address
+	// is outside the source's allow_ips.
+	StatForbidden = "forbidden"
+	// StatLateClaim counts claims that committed after their request had
+	// been answered 503 (the claim's deadline passed while it committed):
+	// the row exists, so they count as claimed too.
+	StatLateClaim = "late_claim"
+	// StatMismatch counts duplicates whose body differs from the stored
+	// one (DuplicateCheck).
+	StatMismatch = "mismatch"
 )
+
+// Tally counts one of the tallies above (StatForbidden, StatLateClaim,
+// StatMismatch) for source, apart from any answer.
+func (s *DeliveryStats) Tally(source, tally string) {
+	if s == nil {
+		return
+	}
+	m := time.Now().Unix() / 60 * 60
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts[statKey{m, source, tally}]++
+}
 
 // StatFlushInterval is how often a receiver adds its counts to
 // delivery_stat: what a crash of the process can lose.

@@ -45,6 +45,11 @@ type Set struct {
 	AllowlistRefusals *prometheus.CounterVec
 	PublishedIPsAge   *prometheus.GaugeVec
 	PublishedIPsStale *prometheus.GaugeVec
+	// LateClaims counts claims that committed after their delivery was
+	// answered 503; DuplicateMismatches counts duplicates whose body
+	// differs from the stored one.
+	LateClaims          *prometheus.CounterVec
+	DuplicateMismatches *prometheus.CounterVec
 }
 
 // New registers a fresh Set, with Go runtime and process collectors.
@@ -97,6 +102,14 @@ func New() *Set {
 			Name: "hookledger_allowlist_refusals_total",
 			Help: "Deliveries refused with 403 because the client address is not in the source's allow_ips.",
 		}, []string{"source"}),
+		LateClaims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookledger_late_claims_total",
+			Help: "Claims that committed after their delivery was answered 503 (the claim's deadline passed while it committed): the row exists, and the provider's retry is a duplicate.",
+		}, []string{"source"}),
+		DuplicateMismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookledger_duplicate_mismatch_total",
+			Help: "Duplicates (same event id) whose body differs from the stored one beyond the provider's per-attempt fields; the stored body is kept.",
+		}, []string{"source"}),
 		PublishedIPsAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hookledger_published_ips_age_seconds",
 			Help: "Age of each published sender address list in use (stripe, github), from its fetched_at.",
@@ -111,7 +124,7 @@ func New() *Set {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		s.Deliveries, s.ClaimSeconds, s.Applies, s.ApplySeconds, s.StaleSkipped, s.VersionTies, s.WouldSkip,
 		s.SignatureFailures, s.BodyBytesInFlight, s.AdminRefusals,
-		s.AllowlistRefusals, s.PublishedIPsAge, s.PublishedIPsStale,
+		s.AllowlistRefusals, s.PublishedIPsAge, s.PublishedIPsStale, s.LateClaims, s.DuplicateMismatches,
 	)
 	return s
 }

@@ -20,6 +20,9 @@ var GitHub = &Provider{
 		"X-GitHub-Hook-Installation-Target-ID", "X-GitHub-Hook-Installation-Target-Type", "User-Agent"},
 	VerifyFunc: verifyGitHub,
 	ParseFunc:  parseGitHub,
+	// "Payloads are capped at 25 MB" (GitHub's webhook documentation); a
+	// failed delivery is not retried by GitHub.
+	MaxBodyBytes: 25 << 20,
 	// A redelivery keeps its GUID, its event name and its body; the same
 	// body under the same event name and another GUID is a replay with a
 	// forged id. GitHub sends one body under two event names (a GitHub

@@ -6,8 +6,10 @@ package provider
 
 import (
 	"bytes"
+	"crypto/pbkdf2"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -95,6 +97,13 @@ type Provider struct {
 	// captured delivery re-sent under a new id is a duplicate. Nil for
 	// providers whose signature covers the id.
 	DigestFunc func(h http.Header, body []byte) string
+	// VolatileFields are top-level body fields the provider changes
+	// between attempts of one event (Stripe's pending_webhooks): a
+	// redelivery that differs only there is the same event (BodyIdentity).
+	VolatileFields []string
+	// MaxBodyBytes is the largest payload the provider documents sending;
+	// zero means hookledger's default (1 MiB).
+	MaxBodyBytes int64
 	// SignFunc builds the headers the provider would send with a delivery:
 	// its signature and the headers that identify the event. It serves the
 	// simulator, the dev sender and tests.
@@ -285,4 +294,42 @@ func checkJSONB(body []byte) error {
 		i += 1 + next
 	}
 	return nil
+}
+
+// SecretFingerprint names a configured secret or public key without
+// revealing it: 12 hex digits of PBKDF2-SHA256 over it, the same on every
+// host and after every rotation, where the secret's position in the list
+// moves. Its iterations make guessing a weak secret from the fingerprint
+// slow; a receiver computes it once per secret at start-up.
+func SecretFingerprint(secret []byte) string {
+	k, err := pbkdf2.Key(sha256.New, string(secret), []byte("hookledger secret fingerprint"), fingerprintIterations, 6)
+	if err != nil {
+		panic(err) // only a key length out of range fails
+	}
+	return hex.EncodeToString(k)
+}
+
+const fingerprintIterations = 20000
+
+// BodyIdentity is what two deliveries of one event must share: a digest of
+// the body with VolatileFields taken out, so that a redelivery whose body
+// differs elsewhere (hookledger_duplicate_mismatch_total) is told apart
+// from a provider's per-attempt counter. The body's other bytes count as
+// they are.
+func (p *Provider) BodyIdentity(body []byte) [sha256.Size]byte {
+	if len(p.VolatileFields) == 0 {
+		return sha256.Sum256(body)
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return sha256.Sum256(body)
+	}
+	for _, f := range p.VolatileFields {
+		delete(top, f)
+	}
+	canonical, err := json.Marshal(top) // keys sorted, values as they came
+	if err != nil {
+		return sha256.Sum256(body)
+	}
+	return sha256.Sum256(canonical)
 }

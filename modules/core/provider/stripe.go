@@ -23,6 +23,9 @@ var Stripe = &Provider{
 	VerifyFunc:       verifyStripe,
 	ParseFunc:        parseStripe,
 	Replayable:       true,
+	// The number of endpoints still waiting for the event, as of each
+	// attempt.
+	VolatileFields: []string{"pending_webhooks"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		return http.Header{"Stripe-Signature": {SignStripe(secret, d.At.Unix(), d.Body)}}, nil
 	},

@@ -122,10 +122,9 @@ func clientKey(ip string) string {
 	return p.String()
 }
 
-// bodyReader reads delivery bodies within the limit, the budget and the
-// minimum data rate.
+// bodyReader reads delivery bodies within their source's limit, the
+// budget and the minimum data rate.
 type bodyReader struct {
-	limit   int64
 	budget  *budget
 	grace   time.Duration
 	minRate int64 // bytes per second
@@ -141,11 +140,11 @@ type bodyReader struct {
 // connection can no longer be read, and must be closed). release
 // must be called once the body is no longer needed (it is a no-op after an
 // error).
-func (br *bodyReader) read(w http.ResponseWriter, r *http.Request, client string) (body []byte, release func(), err error) {
-	if r.ContentLength > br.limit {
-		return nil, func() {}, &http.MaxBytesError{Limit: br.limit}
+func (br *bodyReader) read(w http.ResponseWriter, r *http.Request, client string, limit int64) (body []byte, release func(), err error) {
+	if r.ContentLength > limit {
+		return nil, func() {}, &http.MaxBytesError{Limit: limit}
 	}
-	want := br.limit
+	want := limit
 	if r.ContentLength >= 0 {
 		want = r.ContentLength
 	}
@@ -153,7 +152,7 @@ func (br *bodyReader) read(w http.ResponseWriter, r *http.Request, client string
 	var once sync.Once
 	release = func() { once.Do(h.release) }
 	p := startPace(w, br.grace, br.minRate)
-	body, err = readAll(http.MaxBytesReader(w, r.Body, br.limit), want, h, &p.got)
+	body, err = readAll(http.MaxBytesReader(w, r.Body, limit), want, h, &p.got)
 	if p.stop() {
 		err = errTooSlow
 	}

@@ -30,6 +30,9 @@ import (
 type Source struct {
 	intake.Source
 	Secrets [][]byte
+	// Fingerprints names each of Secrets (provider.SecretFingerprint), in
+	// the same order; the claim records the one that matched.
+	Fingerprints []string
 	// Tolerance < 0 means the provider's default; 0 turns the check off.
 	Tolerance time.Duration
 	// ReplayToken lets a replay skip signature verification on this source;
@@ -39,6 +42,8 @@ type Source struct {
 	// AllowIPs, when set, refuses clients outside it with 403 before the
 	// body is read.
 	AllowIPs *provider.AllowList
+	// MaxBodyBytes is the source's body limit; zero means Config's.
+	MaxBodyBytes int64
 }
 
 // Claimer claims a verified event; *ledger.Store and *ledger.Batcher are
@@ -50,8 +55,9 @@ type Claimer interface {
 
 // Config holds the receiver's dependencies.
 type Config struct {
-	Sources      []Source
-	Claimer      Claimer
+	Sources []Source
+	Claimer Claimer
+	// MaxBodyBytes is the body limit of a source that sets none.
 	MaxBodyBytes int64
 	// BodyBudget bounds the body bytes all in-flight deliveries hold
 	// together, reserved as they arrive; one client address may hold a
@@ -66,6 +72,9 @@ type Config struct {
 	ShortCircuit *shortcircuit.Gate
 	// Stats counts every answer per source and minute for delivery_stat.
 	Stats *ledger.DeliveryStats
+	// Duplicates compares the ledger's duplicates with the stored bodies;
+	// nil compares none.
+	Duplicates *DuplicateCheck
 	// NowFunc is the clock for timestamp checks; time.Now when nil.
 	NowFunc func() time.Time
 
@@ -81,14 +90,18 @@ func Routes(r gin.IRouter, cfg Config) {
 }
 
 func newHandler(cfg Config) *handler {
-	h := &handler{cfg: cfg, sources: map[string]*Source{}, body: &bodyReader{
-		limit:   cfg.MaxBodyBytes,
-		budget:  newBudget(cfg.BodyBudget, cfg.MaxBodyBytes, cfg.Metrics.BodyBytesInFlight),
+	h := &handler{cfg: cfg, sources: map[string]*Source{}}
+	largest := cfg.MaxBodyBytes
+	for i := range cfg.Sources {
+		src := cfg.Sources[i] // a copy: the limit is filled in here
+		src.MaxBodyBytes = cmp.Or(src.MaxBodyBytes, cfg.MaxBodyBytes)
+		largest = max(largest, src.MaxBodyBytes)
+		h.sources[src.Name] = &src
+	}
+	h.body = &bodyReader{
+		budget:  newBudget(cfg.BodyBudget, largest, cfg.Metrics.BodyBytesInFlight),
 		grace:   cmp.Or(cfg.bodyGrace, bodyGrace),
 		minRate: cmp.Or(cfg.bodyMinRate, bodyMinRate),
-	}}
-	for i := range cfg.Sources {
-		h.sources[cfg.Sources[i].Name] = &cfg.Sources[i]
 	}
 	if h.cfg.NowFunc == nil {
 		h.cfg.NowFunc = time.Now
@@ -125,11 +138,12 @@ func (h *handler) receive(c *gin.Context) {
 	if src.AllowIPs != nil && !src.AllowIPs.Allows(c.ClientIP()) {
 		log.Info("client address not in allow_ips", zap.String("client_ip", c.ClientIP()))
 		h.cfg.Metrics.AllowlistRefusals.WithLabelValues(src.Name).Inc()
+		h.cfg.Stats.Tally(src.Name, ledger.StatForbidden)
 		c.JSON(http.StatusForbidden, Response{Error: "client address not allowed"})
 		return
 	}
 
-	body, release, err := h.body.read(c.Writer, c.Request, c.ClientIP())
+	body, release, err := h.body.read(c.Writer, c.Request, c.ClientIP(), src.MaxBodyBytes)
 	defer release()
 	if err != nil {
 		// Whatever is left of the body is not read: the connection closes
@@ -143,7 +157,7 @@ func (h *handler) receive(c *gin.Context) {
 			h.answer(c, src.Name, metrics.OutcomeUnavailable, http.StatusServiceUnavailable, Response{Error: "too many request bodies in flight, retry later"})
 		case errors.As(err, &tooLarge):
 			h.answer(c, src.Name, metrics.OutcomeTooLarge, http.StatusRequestEntityTooLarge,
-				Response{Error: "body exceeds " + strconv.FormatInt(h.cfg.MaxBodyBytes, 10) + " bytes"})
+				Response{Error: "body exceeds " + strconv.FormatInt(src.MaxBodyBytes, 10) + " bytes"})
 		case errors.Is(err, errTooSlow), errors.Is(err, os.ErrDeadlineExceeded):
 			log.Info("request body too slow", zap.String("client_ip", c.ClientIP()), zap.Error(err))
 			h.answer(c, src.Name, metrics.OutcomeBadRequest, http.StatusRequestTimeout, Response{Error: "request body too slow"})
@@ -171,6 +185,9 @@ func (h *handler) receive(c *gin.Context) {
 		h.answer(c, src.Name, metrics.OutcomeBadRequest, http.StatusBadRequest, Response{Error: err.Error()})
 		return
 	}
+	if verified != nil && verified.SecretIndex < len(src.Fingerprints) {
+		claim.SecretFingerprint = src.Fingerprints[verified.SecretIndex]
+	}
 	if ev.Ignore {
 		c.JSON(http.StatusOK, ev.Reply)
 		return
@@ -193,6 +210,9 @@ func (h *handler) receive(c *gin.Context) {
 		// The ledger holds the event now (a duplicate on the body digest
 		// alone may hold another id: no marker for it).
 		h.cfg.ShortCircuit.Mark(claim.Namespace, claim.EventID)
+	}
+	if err == nil && res != ledger.Claimed {
+		h.cfg.Duplicates.add(src.Name, src.Provider, claim)
 	}
 	switch {
 	case err == nil && res == ledger.Claimed:

@@ -29,11 +29,11 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // Source is what the console shows of a configured source: never its
-// secrets, only how many there are.
+// secrets, only their fingerprints (provider.SecretFingerprint), in order.
 type Source struct {
-	Name     string
-	Provider string
-	Secrets  int
+	Name         string
+	Provider     string
+	Fingerprints []string
 }
 
 // Ledger is what the console reads, requeues and discards through: the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -56,15 +56,24 @@ type latency struct {
 type sourceHealth struct {
 	Source
 	Claimed, Duplicates, SigFailures int64
+	// Forbidden: refused by allow_ips. Mismatches: duplicates whose body
+	// differs from the stored one.
+	Forbidden, Mismatches int64
 	DupRate                          float64
 	LastDelivery, LastSigFailure     time.Time
 	Secrets                          []secretUse
 }
 
 type secretUse struct {
-	Index int
-	Count int64
-	Last  time.Time
+	// Index is the secret's position in the configuration; for a retired
+	// or unnamed one, the position it matched at.
+	Index       int
+	Fingerprint string
+	Count       int64
+	Last        time.Time
+	// Retired: a fingerprint no longer configured. Unnamed: rows recorded
+	// before fingerprints were, known by index alone.
+	Retired, Unnamed bool
 }
 
 // enforceReading answers the adoption guide's "safe to enforce?".
@@ -198,23 +207,32 @@ func (h *handler) health(ctx context.Context, now time.Time) ([]sourceHealthRow,
 	for _, c := range counts {
 		s := get(c.Source)
 		switch c.Outcome {
-		case "claimed":
-			s.Claimed = c.Count
+		case "claimed", ledger.StatLateClaim:
+			// A claim that committed after its 503 is a row too.
+			s.Claimed += c.Count
 		case "duplicate":
 			s.Duplicates = c.Count
 		case "invalid_signature":
 			s.SigFailures, s.LastSigFailure = c.Count, c.Last
 		case ledger.StatWouldSkip:
 			s.wouldSkip = c.Count
+		case ledger.StatForbidden:
+			s.Forbidden = c.Count
+		case ledger.StatMismatch:
+			s.Mismatches = c.Count
 		}
 		if (c.Outcome == "claimed" || c.Outcome == "duplicate") && c.Last.After(s.LastDelivery) {
 			s.LastDelivery = c.Last
 		}
 	}
+	// Grouped by fingerprint: a secret keeps it across rotations, where its
+	// index moves. Rows from before fingerprints were recorded group by
+	// index alone.
 	rows, err := h.cfg.DB.QueryContext(ctx, `
-		SELECT source, secret_index, count(*), max(received_at) FROM webhook_event
+		SELECT source, secret_fingerprint, min(secret_index), count(*), max(received_at) FROM webhook_event
 		WHERE received_at >= $1 AND secret_index IS NOT NULL
-		GROUP BY source, secret_index ORDER BY source, secret_index`, now.Add(-24*time.Hour))
+		GROUP BY source, secret_fingerprint, CASE WHEN secret_fingerprint IS NULL THEN secret_index END
+		ORDER BY source, 3`, now.Add(-24*time.Hour))
 	if err != nil {
 		return nil, fmt.Errorf("secret use: %w", err)
 	}
@@ -222,11 +240,13 @@ func (h *handler) health(ctx context.Context, now time.Time) ([]sourceHealthRow,
 	for rows.Next() {
 		var (
 			name string
+			fp   sql.NullString
 			u    secretUse
 		)
-		if err := rows.Scan(&name, &u.Index, &u.Count, &u.Last); err != nil {
+		if err := rows.Scan(&name, &fp, &u.Index, &u.Count, &u.Last); err != nil {
 			return nil, err
 		}
+		u.Fingerprint = fp.String
 		s := get(name)
 		s.Secrets = append(s.Secrets, u)
 	}
@@ -236,26 +256,35 @@ func (h *handler) health(ctx context.Context, now time.Time) ([]sourceHealthRow,
 	res := make([]sourceHealthRow, len(out))
 	for i, s := range out {
 		s.DupRate = rate(s.Duplicates, s.Claimed)
-		// A configured secret that matched nothing lately is listed too: a
-		// rotated-out secret shows here as unused.
-		for idx := 0; idx < s.Source.Secrets; idx++ {
-			if !hasIndex(s.Secrets, idx) {
-				s.Secrets = append(s.Secrets, secretUse{Index: idx})
-			}
-		}
-		sort.Slice(s.Secrets, func(a, b int) bool { return s.Secrets[a].Index < s.Secrets[b].Index })
+		s.Secrets = secretUses(s.Source.Fingerprints, s.Secrets)
 		res[i] = *s
 	}
 	return res, nil
 }
 
-func hasIndex(us []secretUse, idx int) bool {
-	for _, u := range us {
-		if u.Index == idx {
-			return true
+// secretUses names what matched against the configured secrets
+// (fingerprints, in order): each configured secret at its position, used
+// or not, so a rotated-out secret shows as unused; a fingerprint no longer
+// configured as retired, after them; and rows from before fingerprints
+// were recorded by their index alone.
+func secretUses(fingerprints []string, matched []secretUse) []secretUse {
+	out := make([]secretUse, len(fingerprints))
+	for i, fp := range fingerprints {
+		out[i] = secretUse{Index: i, Fingerprint: fp}
+	}
+	for _, u := range matched {
+		switch i := slices.Index(fingerprints, u.Fingerprint); {
+		case u.Fingerprint != "" && i >= 0:
+			out[i].Count, out[i].Last = u.Count, u.Last
+		case u.Fingerprint != "":
+			u.Retired = true
+			out = append(out, u)
+		default:
+			u.Unnamed = true
+			out = append(out, u)
 		}
 	}
-	return false
+	return out
 }
 
 // chart is a stacked bar chart drawn as SVG on the server.
