@@ -58,10 +58,10 @@ type sourceHealth struct {
 	Claimed, Duplicates, SigFailures int64
 	// Forbidden: refused by allow_ips. Mismatches: duplicates whose body
 	// differs from the stored one.
-	Forbidden, Mismatches int64
-	DupRate                          float64
-	LastDelivery, LastSigFailure     time.Time
-	Secrets                          []secretUse
+	Forbidden, Mismatches        int64
+	DupRate                      float64
+	LastDelivery, LastSigFailure time.Time
+	Secrets                      []secretUse
 }
 
 type secretUse struct {
