@@ -118,7 +118,7 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 		Registry:    a.registry,
 		Logger:      log,
 		Metrics:     a.metrics,
-		Retention:   cfg.Retention,
+		Retention:   retentionOf(cfg),
 		Middleware:  a.riverMiddleware(),
 		ApplyLinger: cfg.ApplyLinger,
 		Payloads:    a.payloads,

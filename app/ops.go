@@ -509,8 +509,10 @@ func pruneCommand(t terminal) *cobra.Command {
 		Use:   "prune [--dry-run] [--yes]",
 		Short: "Delete settled events older than RETENTION",
 		Long: `Delete settled ledger rows received before now - RETENTION (default
-2160h), in batches. It shows the count first; deleting more than one row
-asks for confirmation on a terminal, and needs --yes without one.`,
+2160h), in batches, keeping their dedup keys (without payload) so that a
+redelivery stays a duplicate until KEY_RETENTION (default 9600h) expires
+them. It shows the count first; deleting more than one row asks for
+confirmation on a terminal, and needs --yes without one.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -519,7 +521,7 @@ asks for confirmation on a terminal, and needs --yes without one.`,
 				return err
 			}
 			defer env.close()
-			r, err := env.store.Prune(ctx, env.cfg.Retention, true)
+			r, err := env.store.Prune(ctx, retentionOf(env.cfg), true)
 			if err != nil {
 				return err
 			}
@@ -536,13 +538,23 @@ asks for confirmation on a terminal, and needs --yes without one.`,
 			if err := bulk.confirm(t, r.Rows, fmt.Sprintf("delete %d settled event(s) received before %s", r.Rows, cutoff)); err != nil {
 				return err
 			}
-			if r, err = env.store.Prune(ctx, env.cfg.Retention, false); err != nil {
+			if r, err = env.store.Prune(ctx, retentionOf(env.cfg), false); err != nil {
 				return err
 			}
-			fmt.Fprintf(t.out, "deleted %d settled event(s) received before %s\n", r.Rows, r.Cutoff.UTC().Format(time.RFC3339))
+			fmt.Fprintf(t.out, "deleted %d settled event(s) received before %s; kept %d dedup key(s) of them (a redelivery stays a duplicate)\n",
+				r.Rows, r.Cutoff.UTC().Format(time.RFC3339), r.KeptKeys)
+			if r.ExpiredKeys > 0 {
+				fmt.Fprintf(t.out, "expired %d dedup key(s) older than KEY_RETENTION %s\n", r.ExpiredKeys, env.cfg.KeyRetention)
+			}
 			return nil
 		},
 	}
 	bulk.register(cmd, "count what would be deleted, and delete nothing")
 	return cmd
+}
+
+// retentionOf is how long the ledger keeps its rows, and the keys of the
+// pruned ones.
+func retentionOf(cfg *config.Config) ledger.Retention {
+	return ledger.Retention{Rows: cfg.Retention, Keys: cfg.KeyRetention}
 }

@@ -28,7 +28,11 @@ const (
 	DefaultInflightBodyBytes = 64 << 20
 	DefaultClaimTimeout      = 2 * time.Second
 	DefaultRetention         = 2160 * time.Hour
-	DefaultWorkers           = 4
+	// DefaultKeyRetention is how long a pruned event's dedup keys are
+	// kept, counted from its receipt: 400 days, longer than any
+	// provider's replay or redelivery window.
+	DefaultKeyRetention = 9600 * time.Hour
+	DefaultWorkers      = 4
 	// DefaultClaimCommitters is the group-commit statements in flight at
 	// once. A claim is one round trip: one committer gathers twice the
 	// batch two do, at a lower cost per event in PostgreSQL.
@@ -151,6 +155,7 @@ type Config struct {
 	ReplayToken     Secret        `json:"replay_token"`
 	AdminToken      Secret        `json:"admin_token"`
 	Retention       time.Duration `json:"retention"`
+	KeyRetention    time.Duration `json:"key_retention"`
 	Workers         int           `json:"workers"`
 	// ApplyLinger is how old a claim's apply job is before it takes its
 	// batch, so that the claims of that time apply in one transaction.
@@ -321,6 +326,10 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	c.Retention = durationVar(getenv, "RETENTION", DefaultRetention, fail)
 	if c.Retention < MinRetention {
 		fail("RETENTION=%s is below %s, Stripe's replay window: a pruned event id could be delivered again and applied twice", c.Retention, MinRetention)
+	}
+	c.KeyRetention = durationVar(getenv, "KEY_RETENTION", DefaultKeyRetention, fail)
+	if c.KeyRetention != 0 && c.KeyRetention < c.Retention {
+		fail("KEY_RETENTION=%s is below RETENTION=%s: a pruned event's keys would expire before its row would have; want at least RETENTION, or 0 to keep them for ever", c.KeyRetention, c.Retention)
 	}
 	switch c.ClaimMode {
 	case ClaimEnforce, ClaimLogOnly:

@@ -189,3 +189,17 @@ sources:
 		require.Contains(t, err.Error(), want)
 	}
 }
+
+// TestKeyRetention: kept keys last 400 days by default, for ever with 0,
+// and never less than the rows they stand for.
+func TestKeyRetention(t *testing.T) {
+	t.Parallel()
+	c, err := FromEnv(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, 9600*time.Hour, c.KeyRetention)
+	c, err = FromEnv(env(map[string]string{"KEY_RETENTION": "0"}))
+	require.NoError(t, err)
+	require.Zero(t, c.KeyRetention)
+	_, err = FromEnv(env(map[string]string{"KEY_RETENTION": "1000h"}))
+	require.ErrorContains(t, err, "KEY_RETENTION=1000h0m0s is below RETENTION=2160h0m0s")
+}

@@ -68,7 +68,7 @@ func (c *Config) checkDanger() []error {
 			}
 		}
 		if s.Tolerance > MaxQuietTolerance {
-			warn("source %s: tolerance %s is over %s: a captured delivery's signature stays valid that long, so the ledger's claim is its only replay defence, and that lasts only until RETENTION prunes the row", s.Name, s.Tolerance, MaxQuietTolerance)
+			warn("source %s: tolerance %s is over %s: a captured delivery's signature stays valid that long, so the ledger's claim is its only replay defence, and that lasts only until KEY_RETENTION expires the pruned row's keys", s.Name, s.Tolerance, MaxQuietTolerance)
 		}
 	}
 	if c.ClaimTimeout > MaxQuietClaimTimeout {

@@ -23,6 +23,7 @@ import (
 	"github.com/hookledger/hookledger/ent/usagedelta"
 	"github.com/hookledger/hookledger/ent/usagetotal"
 	"github.com/hookledger/hookledger/ent/webhookevent"
+	"github.com/hookledger/hookledger/ent/webhookkey"
 
 	stdsql "database/sql"
 )
@@ -50,6 +51,8 @@ type Client struct {
 	UsageTotal *UsageTotalClient
 	// WebhookEvent is the client for interacting with the WebhookEvent builders.
 	WebhookEvent *WebhookEventClient
+	// WebhookKey is the client for interacting with the WebhookKey builders.
+	WebhookKey *WebhookKeyClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -70,6 +73,7 @@ func (c *Client) init() {
 	c.UsageDelta = NewUsageDeltaClient(c.config)
 	c.UsageTotal = NewUsageTotalClient(c.config)
 	c.WebhookEvent = NewWebhookEventClient(c.config)
+	c.WebhookKey = NewWebhookKeyClient(c.config)
 }
 
 type (
@@ -171,6 +175,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		UsageDelta:      NewUsageDeltaClient(cfg),
 		UsageTotal:      NewUsageTotalClient(cfg),
 		WebhookEvent:    NewWebhookEventClient(cfg),
+		WebhookKey:      NewWebhookKeyClient(cfg),
 	}, nil
 }
 
@@ -199,6 +204,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		UsageDelta:      NewUsageDeltaClient(cfg),
 		UsageTotal:      NewUsageTotalClient(cfg),
 		WebhookEvent:    NewWebhookEventClient(cfg),
+		WebhookKey:      NewWebhookKeyClient(cfg),
 	}, nil
 }
 
@@ -229,7 +235,7 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.DeliveryStat, c.GitHubBranch, c.LedgerIdentity, c.Payment, c.ReplayWatermark,
-		c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent,
+		c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent, c.WebhookKey,
 	} {
 		n.Use(hooks...)
 	}
@@ -240,7 +246,7 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.DeliveryStat, c.GitHubBranch, c.LedgerIdentity, c.Payment, c.ReplayWatermark,
-		c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent,
+		c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent, c.WebhookKey,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -267,6 +273,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.UsageTotal.mutate(ctx, m)
 	case *WebhookEventMutation:
 		return c.WebhookEvent.mutate(ctx, m)
+	case *WebhookKeyMutation:
+		return c.WebhookKey.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
 	}
@@ -1469,15 +1477,149 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 	}
 }
 
+// WebhookKeyClient is a client for the WebhookKey schema.
+type WebhookKeyClient struct {
+	config
+}
+
+// NewWebhookKeyClient returns a client for the WebhookKey from the given config.
+func NewWebhookKeyClient(c config) *WebhookKeyClient {
+	return &WebhookKeyClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `webhookkey.Hooks(f(g(h())))`.
+func (c *WebhookKeyClient) Use(hooks ...Hook) {
+	c.hooks.WebhookKey = append(c.hooks.WebhookKey, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `webhookkey.Intercept(f(g(h())))`.
+func (c *WebhookKeyClient) Intercept(interceptors ...Interceptor) {
+	c.inters.WebhookKey = append(c.inters.WebhookKey, interceptors...)
+}
+
+// Create returns a builder for creating a WebhookKey entity.
+func (c *WebhookKeyClient) Create() *WebhookKeyCreate {
+	mutation := newWebhookKeyMutation(c.config, OpCreate)
+	return &WebhookKeyCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of WebhookKey entities.
+func (c *WebhookKeyClient) CreateBulk(builders ...*WebhookKeyCreate) *WebhookKeyCreateBulk {
+	return &WebhookKeyCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *WebhookKeyClient) MapCreateBulk(slice any, setFunc func(*WebhookKeyCreate, int)) *WebhookKeyCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &WebhookKeyCreateBulk{err: fmt.Errorf("calling to WebhookKeyClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*WebhookKeyCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &WebhookKeyCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for WebhookKey.
+func (c *WebhookKeyClient) Update() *WebhookKeyUpdate {
+	mutation := newWebhookKeyMutation(c.config, OpUpdate)
+	return &WebhookKeyUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *WebhookKeyClient) UpdateOne(_m *WebhookKey) *WebhookKeyUpdateOne {
+	mutation := newWebhookKeyMutation(c.config, OpUpdateOne, withWebhookKey(_m))
+	return &WebhookKeyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *WebhookKeyClient) UpdateOneID(id []byte) *WebhookKeyUpdateOne {
+	mutation := newWebhookKeyMutation(c.config, OpUpdateOne, withWebhookKeyID(id))
+	return &WebhookKeyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for WebhookKey.
+func (c *WebhookKeyClient) Delete() *WebhookKeyDelete {
+	mutation := newWebhookKeyMutation(c.config, OpDelete)
+	return &WebhookKeyDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *WebhookKeyClient) DeleteOne(_m *WebhookKey) *WebhookKeyDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *WebhookKeyClient) DeleteOneID(id []byte) *WebhookKeyDeleteOne {
+	builder := c.Delete().Where(webhookkey.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &WebhookKeyDeleteOne{builder}
+}
+
+// Query returns a query builder for WebhookKey.
+func (c *WebhookKeyClient) Query() *WebhookKeyQuery {
+	return &WebhookKeyQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeWebhookKey},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a WebhookKey entity by its id.
+func (c *WebhookKeyClient) Get(ctx context.Context, id []byte) (*WebhookKey, error) {
+	return c.Query().Where(webhookkey.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *WebhookKeyClient) GetX(ctx context.Context, id []byte) *WebhookKey {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *WebhookKeyClient) Hooks() []Hook {
+	return c.hooks.WebhookKey
+}
+
+// Interceptors returns the client interceptors.
+func (c *WebhookKeyClient) Interceptors() []Interceptor {
+	return c.inters.WebhookKey
+}
+
+func (c *WebhookKeyClient) mutate(ctx context.Context, m *WebhookKeyMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&WebhookKeyCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&WebhookKeyUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&WebhookKeyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&WebhookKeyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown WebhookKey mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
 		DeliveryStat, GitHubBranch, LedgerIdentity, Payment, ReplayWatermark,
-		Subscription, UsageDelta, UsageTotal, WebhookEvent []ent.Hook
+		Subscription, UsageDelta, UsageTotal, WebhookEvent, WebhookKey []ent.Hook
 	}
 	inters struct {
 		DeliveryStat, GitHubBranch, LedgerIdentity, Payment, ReplayWatermark,
-		Subscription, UsageDelta, UsageTotal, WebhookEvent []ent.Interceptor
+		Subscription, UsageDelta, UsageTotal, WebhookEvent,
+		WebhookKey []ent.Interceptor
 	}
 )
 

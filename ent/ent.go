@@ -21,6 +21,7 @@ import (
 	"github.com/hookledger/hookledger/ent/usagedelta"
 	"github.com/hookledger/hookledger/ent/usagetotal"
 	"github.com/hookledger/hookledger/ent/webhookevent"
+	"github.com/hookledger/hookledger/ent/webhookkey"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -90,6 +91,7 @@ func checkColumn(t, c string) error {
 			usagedelta.Table:      usagedelta.ValidColumn,
 			usagetotal.Table:      usagetotal.ValidColumn,
 			webhookevent.Table:    webhookevent.ValidColumn,
+			webhookkey.Table:      webhookkey.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -22,6 +22,7 @@ import (
 	"github.com/hookledger/hookledger/ent/usagedelta"
 	"github.com/hookledger/hookledger/ent/usagetotal"
 	"github.com/hookledger/hookledger/ent/webhookevent"
+	"github.com/hookledger/hookledger/ent/webhookkey"
 )
 
 const (
@@ -42,6 +43,7 @@ const (
 	TypeUsageDelta      = "UsageDelta"
 	TypeUsageTotal      = "UsageTotal"
 	TypeWebhookEvent    = "WebhookEvent"
+	TypeWebhookKey      = "WebhookKey"
 )
 
 // DeliveryStatMutation represents an operation that mutates the DeliveryStat nodes in the graph.
@@ -5210,6 +5212,7 @@ type WebhookEventMutation struct {
 	appendfailure_log  []schema.Failure
 	discard_reason     *string
 	body_digest        *string
+	erased_at          *time.Time
 	clearedFields      map[string]struct{}
 	done               bool
 	oldValue           func(context.Context) (*WebhookEvent, error)
@@ -6418,6 +6421,55 @@ func (m *WebhookEventMutation) ResetBodyDigest() {
 	delete(m.clearedFields, webhookevent.FieldBodyDigest)
 }
 
+// SetErasedAt sets the "erased_at" field.
+func (m *WebhookEventMutation) SetErasedAt(t time.Time) {
+	m.erased_at = &t
+}
+
+// ErasedAt returns the value of the "erased_at" field in the mutation.
+func (m *WebhookEventMutation) ErasedAt() (r time.Time, exists bool) {
+	v := m.erased_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldErasedAt returns the old "erased_at" field's value of the WebhookEvent entity.
+// If the WebhookEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *WebhookEventMutation) OldErasedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldErasedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldErasedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldErasedAt: %w", err)
+	}
+	return oldValue.ErasedAt, nil
+}
+
+// ClearErasedAt clears the value of the "erased_at" field.
+func (m *WebhookEventMutation) ClearErasedAt() {
+	m.erased_at = nil
+	m.clearedFields[webhookevent.FieldErasedAt] = struct{}{}
+}
+
+// ErasedAtCleared returns if the "erased_at" field was cleared in this mutation.
+func (m *WebhookEventMutation) ErasedAtCleared() bool {
+	_, ok := m.clearedFields[webhookevent.FieldErasedAt]
+	return ok
+}
+
+// ResetErasedAt resets all changes to the "erased_at" field.
+func (m *WebhookEventMutation) ResetErasedAt() {
+	m.erased_at = nil
+	delete(m.clearedFields, webhookevent.FieldErasedAt)
+}
+
 // Where appends a list predicates to the WebhookEventMutation builder.
 func (m *WebhookEventMutation) Where(ps ...predicate.WebhookEvent) {
 	m.predicates = append(m.predicates, ps...)
@@ -6452,7 +6504,7 @@ func (m *WebhookEventMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *WebhookEventMutation) Fields() []string {
-	fields := make([]string, 0, 23)
+	fields := make([]string, 0, 24)
 	if m.namespace != nil {
 		fields = append(fields, webhookevent.FieldNamespace)
 	}
@@ -6522,6 +6574,9 @@ func (m *WebhookEventMutation) Fields() []string {
 	if m.body_digest != nil {
 		fields = append(fields, webhookevent.FieldBodyDigest)
 	}
+	if m.erased_at != nil {
+		fields = append(fields, webhookevent.FieldErasedAt)
+	}
 	return fields
 }
 
@@ -6576,6 +6631,8 @@ func (m *WebhookEventMutation) Field(name string) (ent.Value, bool) {
 		return m.DiscardReason()
 	case webhookevent.FieldBodyDigest:
 		return m.BodyDigest()
+	case webhookevent.FieldErasedAt:
+		return m.ErasedAt()
 	}
 	return nil, false
 }
@@ -6631,6 +6688,8 @@ func (m *WebhookEventMutation) OldField(ctx context.Context, name string) (ent.V
 		return m.OldDiscardReason(ctx)
 	case webhookevent.FieldBodyDigest:
 		return m.OldBodyDigest(ctx)
+	case webhookevent.FieldErasedAt:
+		return m.OldErasedAt(ctx)
 	}
 	return nil, fmt.Errorf("unknown WebhookEvent field %s", name)
 }
@@ -6801,6 +6860,13 @@ func (m *WebhookEventMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetBodyDigest(v)
 		return nil
+	case webhookevent.FieldErasedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetErasedAt(v)
+		return nil
 	}
 	return fmt.Errorf("unknown WebhookEvent field %s", name)
 }
@@ -6918,6 +6984,9 @@ func (m *WebhookEventMutation) ClearedFields() []string {
 	if m.FieldCleared(webhookevent.FieldBodyDigest) {
 		fields = append(fields, webhookevent.FieldBodyDigest)
 	}
+	if m.FieldCleared(webhookevent.FieldErasedAt) {
+		fields = append(fields, webhookevent.FieldErasedAt)
+	}
 	return fields
 }
 
@@ -6967,6 +7036,9 @@ func (m *WebhookEventMutation) ClearField(name string) error {
 		return nil
 	case webhookevent.FieldBodyDigest:
 		m.ClearBodyDigest()
+		return nil
+	case webhookevent.FieldErasedAt:
+		m.ClearErasedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown WebhookEvent nullable field %s", name)
@@ -7045,6 +7117,9 @@ func (m *WebhookEventMutation) ResetField(name string) error {
 	case webhookevent.FieldBodyDigest:
 		m.ResetBodyDigest()
 		return nil
+	case webhookevent.FieldErasedAt:
+		m.ResetErasedAt()
+		return nil
 	}
 	return fmt.Errorf("unknown WebhookEvent field %s", name)
 }
@@ -7095,4 +7170,336 @@ func (m *WebhookEventMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *WebhookEventMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown WebhookEvent edge %s", name)
+}
+
+// WebhookKeyMutation represents an operation that mutates the WebhookKey nodes in the graph.
+type WebhookKeyMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *[]byte
+	received_on   *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*WebhookKey, error)
+	predicates    []predicate.WebhookKey
+}
+
+var _ ent.Mutation = (*WebhookKeyMutation)(nil)
+
+// webhookkeyOption allows management of the mutation configuration using functional options.
+type webhookkeyOption func(*WebhookKeyMutation)
+
+// newWebhookKeyMutation creates new mutation for the WebhookKey entity.
+func newWebhookKeyMutation(c config, op Op, opts ...webhookkeyOption) *WebhookKeyMutation {
+	m := &WebhookKeyMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeWebhookKey,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withWebhookKeyID sets the ID field of the mutation.
+func withWebhookKeyID(id []byte) webhookkeyOption {
+	return func(m *WebhookKeyMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *WebhookKey
+		)
+		m.oldValue = func(ctx context.Context) (*WebhookKey, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().WebhookKey.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withWebhookKey sets the old WebhookKey of the mutation.
+func withWebhookKey(node *WebhookKey) webhookkeyOption {
+	return func(m *WebhookKeyMutation) {
+		m.oldValue = func(context.Context) (*WebhookKey, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m WebhookKeyMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m WebhookKeyMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of WebhookKey entities.
+func (m *WebhookKeyMutation) SetID(id []byte) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *WebhookKeyMutation) ID() (id []byte, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *WebhookKeyMutation) IDs(ctx context.Context) ([][]byte, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return [][]byte{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().WebhookKey.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetReceivedOn sets the "received_on" field.
+func (m *WebhookKeyMutation) SetReceivedOn(t time.Time) {
+	m.received_on = &t
+}
+
+// ReceivedOn returns the value of the "received_on" field in the mutation.
+func (m *WebhookKeyMutation) ReceivedOn() (r time.Time, exists bool) {
+	v := m.received_on
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReceivedOn returns the old "received_on" field's value of the WebhookKey entity.
+// If the WebhookKey object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *WebhookKeyMutation) OldReceivedOn(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReceivedOn is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReceivedOn requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReceivedOn: %w", err)
+	}
+	return oldValue.ReceivedOn, nil
+}
+
+// ResetReceivedOn resets all changes to the "received_on" field.
+func (m *WebhookKeyMutation) ResetReceivedOn() {
+	m.received_on = nil
+}
+
+// Where appends a list predicates to the WebhookKeyMutation builder.
+func (m *WebhookKeyMutation) Where(ps ...predicate.WebhookKey) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the WebhookKeyMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *WebhookKeyMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.WebhookKey, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *WebhookKeyMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *WebhookKeyMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (WebhookKey).
+func (m *WebhookKeyMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *WebhookKeyMutation) Fields() []string {
+	fields := make([]string, 0, 1)
+	if m.received_on != nil {
+		fields = append(fields, webhookkey.FieldReceivedOn)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *WebhookKeyMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case webhookkey.FieldReceivedOn:
+		return m.ReceivedOn()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *WebhookKeyMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case webhookkey.FieldReceivedOn:
+		return m.OldReceivedOn(ctx)
+	}
+	return nil, fmt.Errorf("unknown WebhookKey field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *WebhookKeyMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case webhookkey.FieldReceivedOn:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReceivedOn(v)
+		return nil
+	}
+	return fmt.Errorf("unknown WebhookKey field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *WebhookKeyMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *WebhookKeyMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *WebhookKeyMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown WebhookKey numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *WebhookKeyMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *WebhookKeyMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *WebhookKeyMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown WebhookKey nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *WebhookKeyMutation) ResetField(name string) error {
+	switch name {
+	case webhookkey.FieldReceivedOn:
+		m.ResetReceivedOn()
+		return nil
+	}
+	return fmt.Errorf("unknown WebhookKey field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *WebhookKeyMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *WebhookKeyMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *WebhookKeyMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *WebhookKeyMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *WebhookKeyMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *WebhookKeyMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *WebhookKeyMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown WebhookKey unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *WebhookKeyMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown WebhookKey edge %s", name)
 }

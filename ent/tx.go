@@ -32,6 +32,8 @@ type Tx struct {
 	UsageTotal *UsageTotalClient
 	// WebhookEvent is the client for interacting with the WebhookEvent builders.
 	WebhookEvent *WebhookEventClient
+	// WebhookKey is the client for interacting with the WebhookKey builders.
+	WebhookKey *WebhookKeyClient
 
 	// lazily loaded.
 	client     *Client
@@ -172,6 +174,7 @@ func (tx *Tx) init() {
 	tx.UsageDelta = NewUsageDeltaClient(tx.config)
 	tx.UsageTotal = NewUsageTotalClient(tx.config)
 	tx.WebhookEvent = NewWebhookEventClient(tx.config)
+	tx.WebhookKey = NewWebhookKeyClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

@@ -64,7 +64,9 @@ type WebhookEvent struct {
 	// Why an operator discarded the event; null unless discarded.
 	DiscardReason *string `json:"discard_reason,omitempty"`
 	// SHA-256 of what the signature covers, for providers that sign only the body (GitHub, Shopify: with the topic); null elsewhere.
-	BodyDigest   *string `json:"body_digest,omitempty"`
+	BodyDigest *string `json:"body_digest,omitempty"`
+	// When hookledger erase replaced the payload and headers by a redaction marker; null otherwise.
+	ErasedAt     *time.Time `json:"erased_at,omitempty"`
 	selectValues sql.SelectValues
 }
 
@@ -81,7 +83,7 @@ func (*WebhookEvent) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldPayload, webhookevent.FieldStatus, webhookevent.FieldLastError, webhookevent.FieldSecretFingerprint, webhookevent.FieldDiscardReason, webhookevent.FieldBodyDigest:
 			values[i] = new(sql.NullString)
-		case webhookevent.FieldReceivedAt, webhookevent.FieldSettledAt, webhookevent.FieldOccurredAt, webhookevent.FieldFailingSince:
+		case webhookevent.FieldReceivedAt, webhookevent.FieldSettledAt, webhookevent.FieldOccurredAt, webhookevent.FieldFailingSince, webhookevent.FieldErasedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -257,6 +259,13 @@ func (_m *WebhookEvent) assignValues(columns []string, values []any) error {
 				_m.BodyDigest = new(string)
 				*_m.BodyDigest = value.String
 			}
+		case webhookevent.FieldErasedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field erased_at", values[i])
+			} else if value.Valid {
+				_m.ErasedAt = new(time.Time)
+				*_m.ErasedAt = value.Time
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -378,6 +387,11 @@ func (_m *WebhookEvent) String() string {
 	if v := _m.BodyDigest; v != nil {
 		builder.WriteString("body_digest=")
 		builder.WriteString(*v)
+	}
+	builder.WriteString(", ")
+	if v := _m.ErasedAt; v != nil {
+		builder.WriteString("erased_at=")
+		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteByte(')')
 	return builder.String()

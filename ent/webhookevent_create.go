@@ -273,6 +273,20 @@ func (_c *WebhookEventCreate) SetNillableBodyDigest(v *string) *WebhookEventCrea
 	return _c
 }
 
+// SetErasedAt sets the "erased_at" field.
+func (_c *WebhookEventCreate) SetErasedAt(v time.Time) *WebhookEventCreate {
+	_c.mutation.SetErasedAt(v)
+	return _c
+}
+
+// SetNillableErasedAt sets the "erased_at" field if the given value is not nil.
+func (_c *WebhookEventCreate) SetNillableErasedAt(v *time.Time) *WebhookEventCreate {
+	if v != nil {
+		_c.SetErasedAt(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *WebhookEventCreate) SetID(v int64) *WebhookEventCreate {
 	_c.mutation.SetID(v)
@@ -521,6 +535,10 @@ func (_c *WebhookEventCreate) createSpec() (*WebhookEvent, *sqlgraph.CreateSpec)
 		_spec.SetField(webhookevent.FieldBodyDigest, field.TypeString, value)
 		_node.BodyDigest = &value
 	}
+	if value, ok := _c.mutation.ErasedAt(); ok {
+		_spec.SetField(webhookevent.FieldErasedAt, field.TypeTime, value)
+		_node.ErasedAt = &value
+	}
 	return _node, _spec
 }
 
@@ -726,6 +744,24 @@ func (u *WebhookEventUpsert) UpdateDiscardReason() *WebhookEventUpsert {
 // ClearDiscardReason clears the value of the "discard_reason" field.
 func (u *WebhookEventUpsert) ClearDiscardReason() *WebhookEventUpsert {
 	u.SetNull(webhookevent.FieldDiscardReason)
+	return u
+}
+
+// SetErasedAt sets the "erased_at" field.
+func (u *WebhookEventUpsert) SetErasedAt(v time.Time) *WebhookEventUpsert {
+	u.Set(webhookevent.FieldErasedAt, v)
+	return u
+}
+
+// UpdateErasedAt sets the "erased_at" field to the value that was provided on create.
+func (u *WebhookEventUpsert) UpdateErasedAt() *WebhookEventUpsert {
+	u.SetExcluded(webhookevent.FieldErasedAt)
+	return u
+}
+
+// ClearErasedAt clears the value of the "erased_at" field.
+func (u *WebhookEventUpsert) ClearErasedAt() *WebhookEventUpsert {
+	u.SetNull(webhookevent.FieldErasedAt)
 	return u
 }
 
@@ -998,6 +1034,27 @@ func (u *WebhookEventUpsertOne) UpdateDiscardReason() *WebhookEventUpsertOne {
 func (u *WebhookEventUpsertOne) ClearDiscardReason() *WebhookEventUpsertOne {
 	return u.Update(func(s *WebhookEventUpsert) {
 		s.ClearDiscardReason()
+	})
+}
+
+// SetErasedAt sets the "erased_at" field.
+func (u *WebhookEventUpsertOne) SetErasedAt(v time.Time) *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetErasedAt(v)
+	})
+}
+
+// UpdateErasedAt sets the "erased_at" field to the value that was provided on create.
+func (u *WebhookEventUpsertOne) UpdateErasedAt() *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateErasedAt()
+	})
+}
+
+// ClearErasedAt clears the value of the "erased_at" field.
+func (u *WebhookEventUpsertOne) ClearErasedAt() *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.ClearErasedAt()
 	})
 }
 
@@ -1436,6 +1493,27 @@ func (u *WebhookEventUpsertBulk) UpdateDiscardReason() *WebhookEventUpsertBulk {
 func (u *WebhookEventUpsertBulk) ClearDiscardReason() *WebhookEventUpsertBulk {
 	return u.Update(func(s *WebhookEventUpsert) {
 		s.ClearDiscardReason()
+	})
+}
+
+// SetErasedAt sets the "erased_at" field.
+func (u *WebhookEventUpsertBulk) SetErasedAt(v time.Time) *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetErasedAt(v)
+	})
+}
+
+// UpdateErasedAt sets the "erased_at" field to the value that was provided on create.
+func (u *WebhookEventUpsertBulk) UpdateErasedAt() *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateErasedAt()
+	})
+}
+
+// ClearErasedAt clears the value of the "erased_at" field.
+func (u *WebhookEventUpsertBulk) ClearErasedAt() *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.ClearErasedAt()
 	})
 }
 

@@ -202,6 +202,26 @@ func (_u *WebhookEventUpdate) ClearDiscardReason() *WebhookEventUpdate {
 	return _u
 }
 
+// SetErasedAt sets the "erased_at" field.
+func (_u *WebhookEventUpdate) SetErasedAt(v time.Time) *WebhookEventUpdate {
+	_u.mutation.SetErasedAt(v)
+	return _u
+}
+
+// SetNillableErasedAt sets the "erased_at" field if the given value is not nil.
+func (_u *WebhookEventUpdate) SetNillableErasedAt(v *time.Time) *WebhookEventUpdate {
+	if v != nil {
+		_u.SetErasedAt(*v)
+	}
+	return _u
+}
+
+// ClearErasedAt clears the value of the "erased_at" field.
+func (_u *WebhookEventUpdate) ClearErasedAt() *WebhookEventUpdate {
+	_u.mutation.ClearErasedAt()
+	return _u
+}
+
 // Mutation returns the WebhookEventMutation object of the builder.
 func (_u *WebhookEventUpdate) Mutation() *WebhookEventMutation {
 	return _u.mutation
@@ -334,6 +354,12 @@ func (_u *WebhookEventUpdate) sqlSave(ctx context.Context) (_node int, err error
 	}
 	if _u.mutation.BodyDigestCleared() {
 		_spec.ClearField(webhookevent.FieldBodyDigest, field.TypeString)
+	}
+	if value, ok := _u.mutation.ErasedAt(); ok {
+		_spec.SetField(webhookevent.FieldErasedAt, field.TypeTime, value)
+	}
+	if _u.mutation.ErasedAtCleared() {
+		_spec.ClearField(webhookevent.FieldErasedAt, field.TypeTime)
 	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -527,6 +553,26 @@ func (_u *WebhookEventUpdateOne) ClearDiscardReason() *WebhookEventUpdateOne {
 	return _u
 }
 
+// SetErasedAt sets the "erased_at" field.
+func (_u *WebhookEventUpdateOne) SetErasedAt(v time.Time) *WebhookEventUpdateOne {
+	_u.mutation.SetErasedAt(v)
+	return _u
+}
+
+// SetNillableErasedAt sets the "erased_at" field if the given value is not nil.
+func (_u *WebhookEventUpdateOne) SetNillableErasedAt(v *time.Time) *WebhookEventUpdateOne {
+	if v != nil {
+		_u.SetErasedAt(*v)
+	}
+	return _u
+}
+
+// ClearErasedAt clears the value of the "erased_at" field.
+func (_u *WebhookEventUpdateOne) ClearErasedAt() *WebhookEventUpdateOne {
+	_u.mutation.ClearErasedAt()
+	return _u
+}
+
 // Mutation returns the WebhookEventMutation object of the builder.
 func (_u *WebhookEventUpdateOne) Mutation() *WebhookEventMutation {
 	return _u.mutation
@@ -689,6 +735,12 @@ func (_u *WebhookEventUpdateOne) sqlSave(ctx context.Context) (_node *WebhookEve
 	}
 	if _u.mutation.BodyDigestCleared() {
 		_spec.ClearField(webhookevent.FieldBodyDigest, field.TypeString)
+	}
+	if value, ok := _u.mutation.ErasedAt(); ok {
+		_spec.SetField(webhookevent.FieldErasedAt, field.TypeTime, value)
+	}
+	if _u.mutation.ErasedAtCleared() {
+		_spec.ClearField(webhookevent.FieldErasedAt, field.TypeTime)
 	}
 	_node = &WebhookEvent{config: _u.config}
 	_spec.Assign = _node.assignValues

@@ -117,6 +117,18 @@ func (f WebhookEventFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.WebhookEventMutation", m)
 }
 
+// The WebhookKeyFunc type is an adapter to allow the use of ordinary
+// function as WebhookKey mutator.
+type WebhookKeyFunc func(context.Context, *ent.WebhookKeyMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f WebhookKeyFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.WebhookKeyMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.WebhookKeyMutation", m)
+}
+
 // Condition is a hook condition function.
 type Condition func(context.Context, ent.Mutation) bool
 

@@ -212,6 +212,7 @@ var (
 		{Name: "failure_log", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "jsonb"}},
 		{Name: "discard_reason", Type: field.TypeString, Nullable: true},
 		{Name: "body_digest", Type: field.TypeString, Nullable: true},
+		{Name: "erased_at", Type: field.TypeTime, Nullable: true},
 	}
 	// WebhookEventTable holds the schema information for the "webhook_event" table.
 	WebhookEventTable = &schema.Table{
@@ -255,6 +256,27 @@ var (
 			},
 		},
 	}
+	// WebhookKeyColumns holds the columns for the "webhook_key" table.
+	WebhookKeyColumns = []*schema.Column{
+		{Name: "key_hash", Type: field.TypeBytes},
+		{Name: "received_on", Type: field.TypeTime, SchemaType: map[string]string{"postgres": "date"}},
+	}
+	// WebhookKeyTable holds the schema information for the "webhook_key" table.
+	WebhookKeyTable = &schema.Table{
+		Name:       "webhook_key",
+		Columns:    WebhookKeyColumns,
+		PrimaryKey: []*schema.Column{WebhookKeyColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "webhookkey_received_on",
+				Unique:  false,
+				Columns: []*schema.Column{WebhookKeyColumns[1]},
+				Annotation: &entsql.IndexAnnotation{
+					Type: "BRIN",
+				},
+			},
+		},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		DeliveryStatTable,
@@ -266,6 +288,7 @@ var (
 		UsageDeltaTable,
 		UsageTotalTable,
 		WebhookEventTable,
+		WebhookKeyTable,
 	}
 )
 
@@ -296,5 +319,8 @@ func init() {
 	}
 	WebhookEventTable.Annotation = &entsql.Annotation{
 		Table: "webhook_event",
+	}
+	WebhookKeyTable.Annotation = &entsql.Annotation{
+		Table: "webhook_key",
 	}
 }

@@ -32,3 +32,6 @@ type UsageTotal func(*sql.Selector)
 
 // WebhookEvent is the predicate function for webhookevent builders.
 type WebhookEvent func(*sql.Selector)
+
+// WebhookKey is the predicate function for webhookkey builders.
+type WebhookKey func(*sql.Selector)

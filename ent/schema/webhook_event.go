@@ -78,6 +78,8 @@ func (WebhookEvent) Fields() []ent.Field {
 			Comment("Why an operator discarded the event; null unless discarded."),
 		field.String("body_digest").Optional().Nillable().Immutable().
 			Comment("SHA-256 of what the signature covers, for providers that sign only the body (GitHub, Shopify: with the topic); null elsewhere."),
+		field.Time("erased_at").Optional().Nillable().
+			Comment("When hookledger erase replaced the payload and headers by a redaction marker; null otherwise."),
 	}
 }
 

@@ -60,6 +60,8 @@ const (
 	FieldDiscardReason = "discard_reason"
 	// FieldBodyDigest holds the string denoting the body_digest field in the database.
 	FieldBodyDigest = "body_digest"
+	// FieldErasedAt holds the string denoting the erased_at field in the database.
+	FieldErasedAt = "erased_at"
 	// Table holds the table name of the webhookevent in the database.
 	Table = "webhook_event"
 )
@@ -90,6 +92,7 @@ var Columns = []string{
 	FieldFailureLog,
 	FieldDiscardReason,
 	FieldBodyDigest,
+	FieldErasedAt,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -256,4 +259,9 @@ func ByDiscardReason(opts ...sql.OrderTermOption) OrderOption {
 // ByBodyDigest orders the results by the body_digest field.
 func ByBodyDigest(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldBodyDigest, opts...).ToFunc()
+}
+
+// ByErasedAt orders the results by the erased_at field.
+func ByErasedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldErasedAt, opts...).ToFunc()
 }

@@ -149,6 +149,11 @@ func BodyDigest(v string) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldEQ(FieldBodyDigest, v))
 }
 
+// ErasedAt applies equality check predicate on the "erased_at" field. It's identical to ErasedAtEQ.
+func ErasedAt(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldErasedAt, v))
+}
+
 // NamespaceEQ applies the EQ predicate on the "namespace" field.
 func NamespaceEQ(v string) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldEQ(FieldNamespace, v))
@@ -1267,6 +1272,56 @@ func BodyDigestEqualFold(v string) predicate.WebhookEvent {
 // BodyDigestContainsFold applies the ContainsFold predicate on the "body_digest" field.
 func BodyDigestContainsFold(v string) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldContainsFold(FieldBodyDigest, v))
+}
+
+// ErasedAtEQ applies the EQ predicate on the "erased_at" field.
+func ErasedAtEQ(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldErasedAt, v))
+}
+
+// ErasedAtNEQ applies the NEQ predicate on the "erased_at" field.
+func ErasedAtNEQ(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNEQ(FieldErasedAt, v))
+}
+
+// ErasedAtIn applies the In predicate on the "erased_at" field.
+func ErasedAtIn(vs ...time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIn(FieldErasedAt, vs...))
+}
+
+// ErasedAtNotIn applies the NotIn predicate on the "erased_at" field.
+func ErasedAtNotIn(vs ...time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotIn(FieldErasedAt, vs...))
+}
+
+// ErasedAtGT applies the GT predicate on the "erased_at" field.
+func ErasedAtGT(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGT(FieldErasedAt, v))
+}
+
+// ErasedAtGTE applies the GTE predicate on the "erased_at" field.
+func ErasedAtGTE(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGTE(FieldErasedAt, v))
+}
+
+// ErasedAtLT applies the LT predicate on the "erased_at" field.
+func ErasedAtLT(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLT(FieldErasedAt, v))
+}
+
+// ErasedAtLTE applies the LTE predicate on the "erased_at" field.
+func ErasedAtLTE(v time.Time) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLTE(FieldErasedAt, v))
+}
+
+// ErasedAtIsNil applies the IsNil predicate on the "erased_at" field.
+func ErasedAtIsNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIsNull(FieldErasedAt))
+}
+
+// ErasedAtNotNil applies the NotNil predicate on the "erased_at" field.
+func ErasedAtNotNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotNull(FieldErasedAt))
 }
 
 // And groups predicates with the AND operator between them.

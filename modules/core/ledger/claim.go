@@ -361,8 +361,9 @@ type querier interface {
 // statement, so a batch of 7 KB bodies as text[] cost four times their
 // size in allocations and copies, where one bytea is copied once.
 // convert_from checks the bytes as UTF-8, as text input does, and stores
-// them unchanged.
-const claimSQL = `
+// them unchanged. An event whose row was pruned is a duplicate by its kept
+// keys (keys.go).
+var claimSQL = `
 	INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, headers,
 		secret_index, clock_skew_ms, occurred_at, replayed, body_digest, secret_fingerprint)
 	SELECT k.namespace, k.event_id, k.provider, k.source, k.event_type,
@@ -372,6 +373,7 @@ const claimSQL = `
 		$9::bigint[], $10::bigint[], $11::timestamptz[], $12::boolean[], $14::text[], $15::text[])
 		AS k(namespace, event_id, provider, source, event_type, start, size, headers,
 			secret_index, clock_skew_ms, occurred_at, replayed, body_digest, secret_fingerprint)
+	WHERE NOT ` + keptKeySQL("k") + `
 	ON CONFLICT DO NOTHING
 	RETURNING namespace, event_id`
 

@@ -86,7 +86,7 @@ func TestPruneDeletesOldDeliveryStats(t *testing.T) {
 		(date_trunc('minute', now()) - interval '100 days', 'stripe', 'claimed', 3),
 		(date_trunc('minute', now()) - interval '1 day', 'stripe', 'claimed', 4)`)
 	require.NoError(t, err)
-	_, err = ledger.NewStore(db.SQL, nil, ledger.StoreOptions{}).Prune(context.Background(), 90*24*time.Hour, false)
+	_, err = ledger.NewStore(db.SQL, nil, ledger.StoreOptions{}).Prune(context.Background(), ledger.Retention{Rows: 90 * 24 * time.Hour}, false)
 	require.NoError(t, err)
 	require.Equal(t, 4, db.Count(t, `SELECT sum(count) FROM delivery_stat`))
 }

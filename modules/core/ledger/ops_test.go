@@ -35,12 +35,12 @@ func TestPruneOnlyOldSettledRows(t *testing.T) {
 		_, err := h.DB.SQL.Exec(`UPDATE webhook_event SET status = $1, received_at = now() - $2::interval WHERE event_id = $3`, c.status, c.age, id)
 		require.NoError(t, err)
 	}
-	r, err := store(h).Prune(ctx, 90*24*time.Hour, true)
+	r, err := store(h).Prune(ctx, ledger.Retention{Rows: 90 * 24 * time.Hour}, true)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), r.Rows)
 	require.Equal(t, 5, h.DB.Count(t, `SELECT count(*) FROM webhook_event`), "dry run deletes nothing")
 
-	r, err = store(h).Prune(ctx, 90*24*time.Hour, false)
+	r, err = store(h).Prune(ctx, ledger.Retention{Rows: 90 * 24 * time.Hour}, false)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), r.Rows)
 	require.ElementsMatch(t, []string{"evt_2", "evt_3", "evt_4"}, eventIDs(t, h))
@@ -54,7 +54,7 @@ func TestPruneInBatches(t *testing.T) {
 		SELECT 'stripe', 'evt_' || g, 'stripe', 'stripe', 'x', '{}', 'settled', now() - interval '200 days'
 		FROM generate_series(1, $1::int) g`, ledger.PruneBatch*2+5)
 	require.NoError(t, err)
-	r, err := store(h).Prune(context.Background(), 90*24*time.Hour, false)
+	r, err := store(h).Prune(context.Background(), ledger.Retention{Rows: 90 * 24 * time.Hour}, false)
 	require.NoError(t, err)
 	require.Equal(t, int64(ledger.PruneBatch*2+5), r.Rows)
 	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM webhook_event`))

@@ -20,20 +20,35 @@ type PruneReport struct {
 	Rows   int64     `json:"rows"`
 	Oldest time.Time `json:"oldest,omitempty"`
 	Cutoff time.Time `json:"cutoff"`
+	// KeptKeys are the dedup keys of the deleted rows that webhook_key
+	// gained; ExpiredKeys those KEY_RETENTION removed from it.
+	KeptKeys    int64 `json:"kept_keys"`
+	ExpiredKeys int64 `json:"expired_keys"`
 }
 
-// Prune deletes settled rows received before now-retention, in batches of
-// PruneBatch, each its own statement; rows a claim or apply holds are
-// skipped and taken next time. The delivery counts of that age go too.
-// With dryRun it only counts the ledger rows.
-func (s *Store) Prune(ctx context.Context, retention time.Duration, dryRun bool) (PruneReport, error) {
+// Retention is how long the ledger keeps its rows, and how long the dedup
+// keys of pruned rows are kept after (counted from their receipt; zero
+// keeps them for ever).
+type Retention struct {
+	Rows, Keys time.Duration
+}
+
+// Prune deletes settled rows received before now-retention.Rows, keeping
+// their dedup keys (keys.go), and then the delivery counts of that age and
+// the kept keys past retention.Keys. It copies the keys first, waits for
+// every statement that began before (a claim that missed them must have
+// seen the rows), and then deletes, in batches of PruneBatch, each its own
+// statement, the rows whose keys are kept; rows a claim or apply holds
+// are skipped and taken next time. With dryRun it only counts the ledger
+// rows.
+func (s *Store) Prune(ctx context.Context, retention Retention, dryRun bool) (PruneReport, error) {
 	return prune(ctx, s.db, retention, dryRun)
 }
 
 // prune is Prune on db, for PruneWorker, which River builds before any
 // Store.
-func prune(ctx context.Context, db *sql.DB, retention time.Duration, dryRun bool) (PruneReport, error) {
-	r := PruneReport{Cutoff: time.Now().Add(-retention)}
+func prune(ctx context.Context, db *sql.DB, retention Retention, dryRun bool) (PruneReport, error) {
+	r := PruneReport{Cutoff: time.Now().Add(-retention.Rows)}
 	if dryRun {
 		var oldest sql.NullTime
 		err := db.QueryRowContext(ctx, `SELECT count(*), min(received_at) FROM webhook_event WHERE status = `+settledSQL+` AND received_at < $1`,
@@ -44,11 +59,18 @@ func prune(ctx context.Context, db *sql.DB, retention time.Duration, dryRun bool
 		r.Oldest = oldest.Time
 		return r, nil
 	}
+	var err error
+	if r.KeptKeys, err = keepKeys(ctx, db, r.Cutoff); err != nil {
+		return r, err
+	}
+	if err := waitOlderSnapshots(ctx, db); err != nil {
+		return r, err
+	}
 	for {
 		res, err := db.ExecContext(ctx, `
 			DELETE FROM webhook_event WHERE id IN (
-				SELECT id FROM webhook_event
-				WHERE status = `+settledSQL+` AND received_at < $1
+				SELECT id FROM webhook_event e
+				WHERE status = `+settledSQL+` AND received_at < $1 AND `+keptKeySQL("e")+`
 				ORDER BY received_at
 				LIMIT $2
 				FOR UPDATE SKIP LOCKED)`, r.Cutoff, PruneBatch)
@@ -58,9 +80,14 @@ func prune(ctx context.Context, db *sql.DB, retention time.Duration, dryRun bool
 		n, _ := res.RowsAffected()
 		r.Rows += n
 		if n < PruneBatch {
-			return r, pruneStats(ctx, db, r.Cutoff)
+			break
 		}
 	}
+	if err := pruneStats(ctx, db, r.Cutoff); err != nil {
+		return r, err
+	}
+	r.ExpiredKeys, err = expireKeys(ctx, db, retention.Keys)
+	return r, err
 }
 
 // pruneStats deletes the delivery counts of minutes before cutoff, with
@@ -82,13 +109,13 @@ func (PruneArgs) Kind() string { return "prune_ledger" }
 type PruneWorker struct {
 	river.WorkerDefaults[PruneArgs]
 	DB        *sql.DB
-	Retention time.Duration
+	Retention Retention
 	Logger    *zap.Logger
 }
 
 // Work prunes once.
 func (w *PruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
-	if w.Retention <= 0 {
+	if w.Retention.Rows <= 0 {
 		// A job left from a run with retention on: with it off, nothing
 		// is pruned (a zero retention would be every settled row).
 		return river.JobCancel(errors.New("RETENTION is off: nothing is pruned"))
@@ -97,7 +124,8 @@ func (w *PruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
 	if err != nil {
 		return err
 	}
-	w.Logger.Info("pruned settled ledger rows", zap.Int64("rows", r.Rows), zap.Time("cutoff", r.Cutoff))
+	w.Logger.Info("pruned settled ledger rows", zap.Int64("rows", r.Rows), zap.Time("cutoff", r.Cutoff),
+		zap.Int64("kept_keys", r.KeptKeys), zap.Int64("expired_keys", r.ExpiredKeys))
 	return nil
 }
 

@@ -41,9 +41,9 @@ type RiverOptions struct {
 	Registry *Registry
 	Logger   *zap.Logger
 	Metrics  *metrics.Set
-	// Retention > 0 prunes settled ledger rows older than it, hourly, on
-	// the elected leader.
-	Retention time.Duration
+	// Retention.Rows > 0 prunes settled ledger rows older than it, hourly,
+	// on the elected leader, keeping their dedup keys for Retention.Keys.
+	Retention Retention
 	// ApplyTimeout overrides the ledger's ApplyTimeout when positive.
 	ApplyTimeout time.Duration
 	// Middleware wraps job inserts and work (tracing).
@@ -83,7 +83,7 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 	// kind stays the ledger's and a leftover job is cancelled, not run.
 	river.AddWorker(workers, &PruneWorker{DB: db, Retention: o.Retention, Logger: o.Logger.Named("prune")})
 	periodic := append([]*river.PeriodicJob(nil), o.Registry.periodic...)
-	if o.Retention > 0 {
+	if o.Retention.Rows > 0 {
 		periodic = append(periodic, PrunePeriodically(time.Hour))
 	}
 	if err := o.Registry.addWorkers(workers); err != nil {
