@@ -15,6 +15,10 @@ import (
 // ErrSettled is returned when requeueing a settled event without force.
 var ErrSettled = errors.New("event is settled; requeue with force to apply it again")
 
+// ErrErased is returned when requeueing an event whose payload was erased:
+// there is nothing left to apply.
+var ErrErased = errors.New("event was erased (hookledger erase): its payload is gone, so it cannot be applied again")
+
 // RequeueResult says what Requeue did.
 type RequeueResult string
 
@@ -45,13 +49,16 @@ const (
 func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bool) (RequeueResult, error) {
 	var result RequeueResult
 	err := InTx(ctx, s.db, func(tx *Tx) error {
-		var status webhookevent.Status
+		var (
+			status webhookevent.Status
+			erased bool
+		)
 		// NOWAIT: a row locked now is being applied now (only an apply holds
 		// a ledger row's lock for long, up to its timeout); that apply is the
 		// pending work, and waiting for it would hold this requeue, and a
 		// bulk requeue behind it, for as long.
-		err := tx.QueryRowContext(ctx, `SELECT status FROM webhook_event WHERE namespace = $1 AND event_id = $2 FOR UPDATE NOWAIT`,
-			namespace, eventID).Scan(&status)
+		err := tx.QueryRowContext(ctx, `SELECT status, erased_at IS NOT NULL FROM webhook_event WHERE namespace = $1 AND event_id = $2 FOR UPDATE NOWAIT`,
+			namespace, eventID).Scan(&status, &erased)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -61,6 +68,9 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 		}
 		if err != nil {
 			return fmt.Errorf("lock %s/%s: %w", namespace, eventID, err)
+		}
+		if erased {
+			return ErrErased
 		}
 		settled := status == webhookevent.StatusSettled
 		if settled && !force {
@@ -210,6 +220,8 @@ func (s *Store) RequeueMatching(ctx context.Context, f Filter, force, dryRun boo
 				c.skip("settled since it was listed (requeue with force to apply it again)")
 			case errors.Is(err, ErrNotFound):
 				c.skip("pruned since it was listed")
+			case errors.Is(err, ErrErased):
+				c.skip("erased: nothing left to apply")
 			case err != nil:
 				return c, err
 			case res == RequeuePending:

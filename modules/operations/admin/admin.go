@@ -241,7 +241,7 @@ func (h *handler) answerError(c *gin.Context, err error) {
 		c.JSON(http.StatusNotFound, gin.H{"error": "event not found"})
 	case errors.Is(err, ledger.ErrBeingApplied):
 		c.JSON(http.StatusConflict, gin.H{"error": err.Error() + "; try again when it ends"})
-	case errors.Is(err, ledger.ErrAmbiguous), errors.Is(err, ledger.ErrSettled), errors.Is(err, ledger.ErrNotDiscardable):
+	case errors.Is(err, ledger.ErrAmbiguous), errors.Is(err, ledger.ErrSettled), errors.Is(err, ledger.ErrNotDiscardable), errors.Is(err, ledger.ErrErased):
 		c.JSON(http.StatusConflict, gin.H{"error": err.Error()})
 	case errors.Is(err, ledger.ErrNoReason):
 		badRequest(c, `reason: `+err.Error()+`, as {"reason":"..."}`)

@@ -213,6 +213,9 @@ func (h *handler) requeue(c *gin.Context) {
 		return
 	case errors.Is(err, ledger.ErrSettled):
 		done = string(webhookevent.StatusSettled)
+	case errors.Is(err, ledger.ErrErased):
+		h.message(c, http.StatusConflict, "this event was erased: nothing is left to apply")
+		return
 	case err != nil:
 		h.fail(c, err)
 		return

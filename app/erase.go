@@ -1,0 +1,99 @@
+package app
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hookledger/hookledger/ent/webhookevent"
+	"github.com/hookledger/hookledger/modules/core/ledger"
+)
+
+// eraseReason is the discard reason of a failed event erase puts away.
+const eraseReason = "erased (hookledger erase): its payload held an erased subject"
+
+func eraseCommand(t terminal) *cobra.Command {
+	var (
+		bulk      bulkFlags
+		subject   string
+		namespace string
+	)
+	cmd := &cobra.Command{
+		Use:   "erase --subject VALUE [--namespace NS] [--dry-run] [--yes]",
+		Short: "Erase one subject's data from stored payloads, keeping dedup",
+		Long: `Replace, in every ledger row whose payload holds VALUE as a JSON string
+value (a customer id, an email address), the payload by a redaction marker
+and the headers by none, keeping the row's namespace, event id, type,
+times, status and digest: a redelivery of the event stays a duplicate. A
+failed event holding it is discarded first (it can no longer be applied);
+one being applied right now is left, and the command exits 1 naming it:
+run it again once it settles. It lists the rows first; changing more
+than one asks on a terminal, and needs --yes without one.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if subject == "" {
+				return usageError("--subject is required")
+			}
+			ctx := cmd.Context()
+			env, err := openOps(ctx)
+			if err != nil {
+				return err
+			}
+			defer env.close()
+			found, err := env.store.Erase(ctx, subject, namespace, true)
+			if err != nil {
+				return err
+			}
+			var failed []ledger.EraseMatch
+			for _, m := range found.Pending {
+				if m.Status == string(webhookevent.StatusFailed) {
+					failed = append(failed, m)
+				}
+			}
+			if bulk.dryRun {
+				printErasable(t, found)
+				fmt.Fprintf(t.out, "would erase %d event payload(s)\n", len(found.Rows)+len(failed))
+				return nil
+			}
+			n := int64(len(found.Rows) + len(failed))
+			if err := bulk.confirm(t, n, fmt.Sprintf("erase the payloads of %d event(s)", n)); err != nil {
+				return err
+			}
+			for _, m := range failed {
+				if _, err := env.store.Discard(ctx, m.Namespace, m.EventID, eraseReason); err != nil {
+					return fmt.Errorf("discard %s/%s before erasing it: %w", m.Namespace, m.EventID, err)
+				}
+			}
+			done, err := env.store.Erase(ctx, subject, namespace, false)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(t.out, "erased %d event payload(s); their redeliveries stay duplicates\n", len(done.Rows))
+			if len(done.Pending) > 0 {
+				for _, m := range done.Pending {
+					fmt.Fprintf(t.errOut, "not erased: %s/%s is %s; run erase again once it settles\n", m.Namespace, m.EventID, m.Status)
+				}
+				return fmt.Errorf("%d event(s) holding the subject are being applied", len(done.Pending))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&subject, "subject", "", "the value to erase, as it appears in payloads (a customer id, an email address)")
+	cmd.Flags().StringVar(&namespace, "namespace", "", "only this ledger namespace")
+	bulk.register(cmd, "list the events that hold the subject, and change nothing")
+	return cmd
+}
+
+// printErasable lists the rows a dry run found.
+func printErasable(t terminal, r ledger.EraseReport) {
+	w := tabwriter.NewWriter(t.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAMESPACE\tEVENT ID\tTYPE\tSTATUS\tRECEIVED")
+	for _, rows := range [][]ledger.EraseMatch{r.Rows, r.Pending} {
+		for _, m := range rows {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.Namespace, m.EventID, m.Type, m.Status, m.ReceivedAt.UTC().Format(time.RFC3339))
+		}
+	}
+	w.Flush()
+}
