@@ -33,9 +33,9 @@ func ipsCommand() *cobra.Command {
 send webhooks from, and write them with the time of fetching to --file
 (default PUBLISHED_IPS_FILE), which serve reads for allow_ips: stripe and
 allow_ips: github. The file is replaced only when every list was fetched.
-Without a file serve uses the copy shipped in the binary; a list older than
-PUBLISHED_IPS_MAX_AGE (default 30 days) is reported at start-up and by
-hookledger_published_ips_stale.`,
+Without a file serve uses the copy shipped in the binary. A list older than
+PUBLISHED_IPS_MAX_AGE (default 30 days) is reported by
+hookledger_published_ips_stale, and a stale file by a warning at start-up.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -130,8 +130,11 @@ func fetchList(ctx context.Context, client *http.Client, url string) ([]byte, er
 
 // allowList builds a source's allow_ips, loading the published lists the
 // first time one is named and reporting each list's age: a stale list is
-// still enforced, never silently (a warning, and
-// hookledger_published_ips_stale).
+// still enforced, never silently (hookledger_published_ips_stale). A stale
+// PUBLISHED_IPS_FILE is also warned of at start-up, as hookledger ips
+// update no longer refreshes it; the copy shipped in the binary is named
+// by an info line instead, since it ages with the release and a warning on
+// every start would be one operators learn to ignore.
 func (a *App) allowList(s config.Source) (*provider.AllowList, error) {
 	if len(s.AllowIPs) == 0 {
 		return nil, nil
@@ -151,14 +154,20 @@ func (a *App) allowList(s config.Source) (*provider.AllowList, error) {
 		pl := a.published.Lists[name]
 		age := time.Since(pl.FetchedAt)
 		a.metrics.PublishedIPsAge.WithLabelValues(name).Set(age.Seconds())
-		stale := 0.0
-		if age > a.cfg.PublishedIPsMaxAge {
-			stale = 1
-			a.log.Warn("published address list is stale: run hookledger ips update (it is enforced as it is)",
-				zap.String("list", name), zap.String("from", a.published.Origin), zap.Time("fetched_at", pl.FetchedAt),
-				zap.Duration("age", age.Round(time.Hour)), zap.Duration("max_age", a.cfg.PublishedIPsMaxAge), zap.String("source", s.Name))
+		stale := age > a.cfg.PublishedIPsMaxAge
+		gauge := 0.0
+		if stale {
+			gauge = 1
 		}
-		a.metrics.PublishedIPsStale.WithLabelValues(name).Set(stale)
+		a.metrics.PublishedIPsStale.WithLabelValues(name).Set(gauge)
+		fields := []zap.Field{zap.String("list", name), zap.String("from", a.published.Origin), zap.Time("fetched_at", pl.FetchedAt),
+			zap.Duration("age", age.Round(time.Hour)), zap.Duration("max_age", a.cfg.PublishedIPsMaxAge), zap.String("source", s.Name)}
+		switch {
+		case a.cfg.PublishedIPsFile == "":
+			a.log.Info("published address list: the copy shipped in the binary (set PUBLISHED_IPS_FILE and run hookledger ips update to refresh it)", fields...)
+		case stale:
+			a.log.Warn("published address list is stale: run hookledger ips update (it is enforced as it is)", fields...)
+		}
 	}
 	return l, nil
 }

@@ -103,8 +103,10 @@ func (d *DuplicateCheck) compare(ctx context.Context, batch []duplicate) {
 	}
 	for _, dup := range batch {
 		body, ok := stored[dup.key]
-		if !ok || dup.provider.BodyIdentity(body) == dup.identity {
-			continue // a duplicate by body digest alone has no row of its id
+		if !ok || string(body) == ledger.ErasedPayload || dup.provider.BodyIdentity(body) == dup.identity {
+			// A duplicate by body digest alone has no row of its id (nor
+			// does a pruned one), and an erased one no body to compare.
+			continue
 		}
 		d.metrics.DuplicateMismatches.WithLabelValues(dup.source).Inc()
 		d.stats.Tally(dup.source, ledger.StatMismatch)
