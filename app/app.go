@@ -7,6 +7,7 @@ package app
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -75,6 +76,8 @@ type App struct {
 	// payloads is what the claims keep for the apply in the same process
 	// (role all), or nil.
 	payloads *ledger.Payloads
+	// sealer encrypts payloads at rest (PAYLOAD_KEYS); nil when off.
+	sealer *ledger.Sealer
 	// fingerprints names each source's secrets, in their order
 	// (secretFingerprints).
 	fingerprints map[string][]string
@@ -113,6 +116,10 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 		a.payloads = ledger.NewPayloads(ledger.PayloadsBytes, ledger.PayloadsAge)
 	}
 	var err error
+	if a.sealer, err = sealerOf(cfg); err != nil {
+		a.Close()
+		return nil, err
+	}
 	a.river, err = ledger.NewRiver(a.db, a.listener, ledger.RiverOptions{
 		Workers:     workers,
 		Registry:    a.registry,
@@ -159,6 +166,7 @@ func (a *App) registerModules() {
 			Middleware: a.riverMiddleware(),
 		})
 	}
+	a.registerDrift()
 }
 
 // intakeSource is the configured source called name, or an unconfigured
@@ -441,4 +449,20 @@ func (a *App) Close() {
 			a.log.Warn("flush traces", zap.Error(err))
 		}
 	}
+}
+
+// sealerOf is the payload encryption PAYLOAD_KEYS asks for; nil when unset.
+func sealerOf(cfg *config.Config) (*ledger.Sealer, error) {
+	keys := make([][]byte, len(cfg.PayloadKeys))
+	for i, k := range cfg.PayloadKeys {
+		var err error
+		if keys[i], err = base64.StdEncoding.DecodeString(k.Reveal()); err != nil {
+			return nil, fmt.Errorf("PAYLOAD_KEYS: key %d: %w", i+1, err)
+		}
+	}
+	s, err := ledger.NewSealer(keys)
+	if err != nil {
+		return nil, fmt.Errorf("PAYLOAD_KEYS: %w", err)
+	}
+	return s, nil
 }

@@ -51,6 +51,9 @@ func run(ctx context.Context, args []string, t terminal) int {
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.Is(err, errDrift):
+		fmt.Fprintf(t.errOut, "hookledger: %v\n", err)
+		return ExitDrift
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(t.errOut, "hookledger: %s\n", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 		fmt.Fprintf(t.errOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
@@ -91,9 +94,11 @@ provider secrets ...) and HOOKLEDGER_CONFIG; see README.md.`,
 		verifyCommand(),
 		ipsCommand(),
 		replayCommand(),
+		driftCommand(t),
 		eventsCommand(t),
 		pruneCommand(t),
 		eraseCommand(t),
+		payloadsCommand(),
 		redisCommand(t),
 		triggerCommand(),
 		simulateCommand(),

@@ -42,7 +42,7 @@ func (a *App) buildHTTP() error {
 
 	e.GET("/healthz", healthz)
 	store := ledger.NewStore(a.db, a.river, ledger.StoreOptions{
-		LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, Middleware: a.riverMiddleware(), Payloads: a.payloads,
+		LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, Middleware: a.riverMiddleware(), Payloads: a.payloads, Sealer: a.sealer,
 	})
 	a.metrics.Registry.MustRegister(ledger.NewCollector(store), buildInfo())
 	if a.cfg.MetricsAddr == "" {
@@ -133,6 +133,7 @@ func (a *App) buildHTTP() error {
 func (a *App) lateClaim(c ledger.Claim) {
 	a.metrics.LateClaims.WithLabelValues(c.Source).Inc()
 	a.stats.Tally(c.Source, ledger.StatLateClaim)
+	a.stats.TallySecret(c)
 	a.log.Info("claim committed after its delivery was answered 503: the provider's retry will be a duplicate",
 		zap.String("source", c.Source), zap.String("namespace", c.Namespace), zap.String("event_id", c.EventID))
 }

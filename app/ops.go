@@ -29,7 +29,9 @@ type opsEnv struct {
 	cfg   *config.Config
 	db    *sql.DB
 	store *ledger.Store
-	close func()
+	// sealer opens and seals payloads (PAYLOAD_KEYS); nil when off.
+	sealer *ledger.Sealer
+	close  func()
 }
 
 // openOps connects for an operations command. Its Store claims as the
@@ -61,7 +63,12 @@ func openOps(ctx context.Context) (*opsEnv, error) {
 		closeAll()
 		return nil, err
 	}
-	return &opsEnv{cfg: cfg, db: db, store: ledger.NewStore(db, jobs, ledger.StoreOptions{}), close: closeAll}, nil
+	sealer, err := sealerOf(cfg)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	return &opsEnv{cfg: cfg, db: db, store: ledger.NewStore(db, jobs, ledger.StoreOptions{Sealer: sealer}), sealer: sealer, close: closeAll}, nil
 }
 
 // parseWhen reads a point in time: RFC 3339, Unix seconds, or a duration

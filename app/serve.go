@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/migrations"
+	"github.com/hookledger/hookledger/modules/core/ledger"
 )
 
 // serveGCPercent is the garbage collector's target in serve, unless GOGC
@@ -46,6 +47,9 @@ func serve(ctx context.Context, cfg *config.Config, role config.Role, ln net.Lis
 	}
 	defer a.Close()
 	if err := a.requireMigrated(ctx); err != nil {
+		return err
+	}
+	if err := ledger.CheckSealer(ctx, a.db, a.sealer); err != nil {
 		return err
 	}
 	a.logSources()

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -32,7 +33,9 @@ const (
 	// kept, counted from its receipt: 400 days, longer than any
 	// provider's replay or redelivery window.
 	DefaultKeyRetention = 9600 * time.Hour
-	DefaultWorkers      = 4
+	// PayloadKeySize is the length of a PAYLOAD_KEYS key: AES-256.
+	PayloadKeySize = 32
+	DefaultWorkers = 4
 	// DefaultClaimCommitters is the group-commit statements in flight at
 	// once. A claim is one round trip: one committer gathers twice the
 	// batch two do, at a lower cost per event in PostgreSQL.
@@ -134,6 +137,9 @@ type Config struct {
 	// MetricsToken, when set, is required (bearer or basic password) on
 	// /metrics.
 	MetricsToken Secret `json:"metrics_token"`
+	// PayloadKeys, when set, encrypt stored payloads (PAYLOAD_KEYS: base64
+	// 32-byte keys, comma-separated): the first seals, all open.
+	PayloadKeys []Secret `json:"payload_keys,omitempty"`
 	// ReadHeaderTimeout and ReadTimeout bound slow clients.
 	ReadHeaderTimeout time.Duration `json:"read_header_timeout"`
 	ReadTimeout       time.Duration `json:"read_timeout"`
@@ -174,8 +180,10 @@ type Config struct {
 	Warnings []string `json:"warnings,omitempty"`
 
 	// RedisURL, when set, puts the duplicate short-circuit in front of the
-	// claim; RedisTTL is a marker's lifetime, RedisTimeout bounds every
-	// Redis call and RedisKeyPrefix starts every key.
+	// claim; RedisTTL is a marker's lifetime; RedisTimeout is the shortest
+	// a Redis lookup waits (each waits twice the p99 of recent lookups, at
+	// most 100 ms, or RedisTimeout when longer); RedisKeyPrefix starts
+	// every key.
 	RedisURL       Secret        `json:"redis_url"`
 	RedisTTL       time.Duration `json:"redis_ttl"`
 	RedisTimeout   time.Duration `json:"redis_timeout"`
@@ -189,6 +197,9 @@ type Config struct {
 	// PublishedIPsMaxAge is the age past which a published list is
 	// reported stale.
 	PublishedIPsMaxAge time.Duration `json:"published_ips_max_age"`
+	// DriftInterval > 0 turns on the scheduled drift check of the stripe
+	// source's namespace against Stripe's objects.
+	DriftInterval time.Duration `json:"drift_interval"`
 
 	StripeAPIKey  Secret `json:"stripe_api_key"`
 	StripeAPIBase string `json:"stripe_api_base"`
@@ -304,6 +315,10 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		fail("RECONCILE_INTERVAL=%s, RECONCILE_WINDOW=%s: want an interval of 0 (off) or more and a positive window", c.ReconcileInterval, c.ReconcileWindow)
 	}
 	c.ReconcileSource = or(getenv("RECONCILE_SOURCE"), "stripe")
+	c.DriftInterval = durationVar(getenv, "DRIFT_INTERVAL", 0, fail)
+	if c.DriftInterval < 0 {
+		fail("DRIFT_INTERVAL=%s: want an interval of 0 (off) or more", c.DriftInterval)
+	}
 	c.loadRedis(getenv, fail)
 	for _, p := range strings.Split(getenv("TRUSTED_PROXIES"), ",") {
 		if p = strings.TrimSpace(p); p == "" {
@@ -327,6 +342,16 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	if c.Retention < MinRetention {
 		fail("RETENTION=%s is below %s, Stripe's replay window: a pruned event id could be delivered again and applied twice", c.Retention, MinRetention)
 	}
+	for i, k := range strings.Split(string(secret("PAYLOAD_KEYS")), ",") {
+		if k = strings.TrimSpace(k); k == "" {
+			continue
+		}
+		if raw, err := base64.StdEncoding.DecodeString(k); err != nil || len(raw) != PayloadKeySize {
+			fail("PAYLOAD_KEYS: key %d is not %d bytes in standard base64 (make one with: openssl rand -base64 32)", i+1, PayloadKeySize)
+			continue
+		}
+		c.PayloadKeys = append(c.PayloadKeys, Secret(k))
+	}
 	c.KeyRetention = durationVar(getenv, "KEY_RETENTION", DefaultKeyRetention, fail)
 	if c.KeyRetention != 0 && c.KeyRetention < c.Retention {
 		fail("KEY_RETENTION=%s is below RETENTION=%s: a pruned event's keys would expire before its row would have; want at least RETENTION, or 0 to keep them for ever", c.KeyRetention, c.Retention)
@@ -348,6 +373,9 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}
 	if c.ReconcileInterval > 0 && c.StripeAPIKey == "" {
 		fail("RECONCILE_INTERVAL is set but STRIPE_API_KEY is not: reconciliation reads Stripe's events API")
+	}
+	if c.DriftInterval > 0 && c.StripeAPIKey == "" {
+		fail("DRIFT_INTERVAL is set but STRIPE_API_KEY is not: the drift check reads Stripe's subscriptions and payment intents")
 	}
 	for _, pe := range providerEnv {
 		secrets, problems := secretsFrom(varName(getenv, pe.env), splitSecrets(string(secret(pe.env))))

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -202,4 +203,18 @@ func TestKeyRetention(t *testing.T) {
 	require.Zero(t, c.KeyRetention)
 	_, err = FromEnv(env(map[string]string{"KEY_RETENTION": "1000h"}))
 	require.ErrorContains(t, err, "KEY_RETENTION=1000h0m0s is below RETENTION=2160h0m0s")
+}
+
+// TestPayloadKeysValidated: keys are base64 of 32 bytes; a bad one is
+// named by position, never printed.
+func TestPayloadKeysValidated(t *testing.T) {
+	t.Parallel()
+	good := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	other := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	c, err := FromEnv(env(map[string]string{"PAYLOAD_KEYS": good + ", " + other}))
+	require.NoError(t, err)
+	require.Len(t, c.PayloadKeys, 2)
+	_, err = FromEnv(env(map[string]string{"PAYLOAD_KEYS": good + ",c2hvcnQ="}))
+	require.ErrorContains(t, err, "PAYLOAD_KEYS: key 2 is not 32 bytes")
+	require.NotContains(t, err.Error(), "c2hvcnQ=")
 }

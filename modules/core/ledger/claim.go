@@ -136,6 +136,7 @@ func (s *Store) claim(ctx context.Context, rows []Claim) ([]ClaimResult, error) 
 		return nil, fmt.Errorf("claim %s: %w", claimsName(rows), err)
 	}
 	defer conn.Close()
+	stored := s.sealRows(rows)
 	var res []ClaimResult
 	err = conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
@@ -144,12 +145,12 @@ func (s *Store) claim(ctx context.Context, rows []Claim) ([]ClaimResult, error) 
 		}
 		if s.jobsInStatement {
 			var err error
-			res, err = s.claimInStatement(ctx, c.Conn(), rows)
+			res, err = s.claimInStatement(ctx, c.Conn(), stored)
 			return err
 		}
 		return pgx.BeginFunc(ctx, c.Conn(), func(tx pgx.Tx) error {
 			var err error
-			res, err = s.claimRows(ctx, tx, rows)
+			res, err = s.claimRows(ctx, tx, stored)
 			return err
 		})
 	})
@@ -157,6 +158,20 @@ func (s *Store) claim(ctx context.Context, rows []Claim) ([]ClaimResult, error) 
 		s.keepPayloads(rows, res)
 	}
 	return res, err
+}
+
+// sealRows are rows as stored: with PAYLOAD_KEYS, their payloads sealed
+// (seal.go); else rows themselves.
+func (s *Store) sealRows(rows []Claim) []Claim {
+	if s.sealer == nil {
+		return rows
+	}
+	out := make([]Claim, len(rows))
+	for i, c := range rows {
+		out[i] = c
+		out[i].Payload = s.sealer.Seal(c.key(), c.Payload)
+	}
+	return out
 }
 
 // keepPayloads hands the apply, once the claim has committed, the

@@ -1,10 +1,13 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
-	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/hookledger/hookledger/ent/webhookevent"
@@ -36,79 +39,171 @@ type EraseReport struct {
 // eraseBatch is how many rows one erase statement looks at.
 const eraseBatch = 1000
 
-// holdsSubjectSQL is true when the payload of row e holds the subject $2
-// as a JSON string value anywhere, or, for a payload that is not JSON (a
-// form body), as text. The text search first skips the payloads that
-// cannot hold it: one with no backslash writes every string as it is, so
-// it holds the value only if its text does; one with escapes is parsed.
-const holdsSubjectSQL = `(strpos(e.payload, $2) > 0 OR strpos(e.payload, '\') > 0) AND
-	CASE WHEN left(ltrim(e.payload), 1) IN ('{', '[')
-		THEN jsonb_path_exists(e.payload::jsonb, '$.** ? (@ == $v)', jsonb_build_object('v', $2::text))
-		ELSE strpos(e.payload, $2) > 0 END`
+// holdsSubjectSQL is true when the plaintext payload of row e holds the
+// subject $1: for a JSON payload, as a string (a value or a key) anywhere,
+// written as it is or with escapes; for a form body, as text or
+// URL-encoded ($6). JSON's text holds the string as to_json writes it
+// unless the sender escaped some of it; only then is the payload parsed,
+// and jsonb's text writes every string as to_json does.
+const holdsSubjectSQL = `CASE
+	WHEN left(ltrim(e.payload), 1) NOT IN ('{', '[') THEN strpos(e.payload, $1) > 0 OR strpos(e.payload, $6) > 0
+	WHEN strpos(e.payload, to_json($1::text)::text) > 0 THEN true
+	WHEN strpos(e.payload, '\') > 0 THEN strpos((e.payload::jsonb)::text, to_json($1::text)::text) > 0
+	ELSE false END`
 
 // Erase replaces, in every ledger row of namespace (all when empty) whose
-// payload holds subject as a JSON string value, the payload by
-// ErasedPayload and the headers by none, clears a last error or failure
-// log that quotes it, and records erased_at; with dryRun it only lists
-// them. Rows still to be applied are listed as Pending and left alone. It
-// works in batches of rows, each its own statement, so it can run on a
-// live ledger.
+// payload holds subject (holdsSubjectSQL; a sealed payload is opened and
+// read the same way, by Holds), the payload by ErasedPayload and the
+// headers by none, clears a last error or failure log that quotes it, and
+// records erased_at; with dryRun it only lists them. Rows still to be
+// applied are listed as Pending and left alone. It works in batches of
+// rows, each its own statement, so it can run on a live ledger.
 func (s *Store) Erase(ctx context.Context, subject, namespace string, dryRun bool) (EraseReport, error) {
 	var r EraseReport
 	if subject == "" {
 		return r, errors.New("erase: an empty subject matches every payload")
 	}
-	var after int64
-	for {
-		// The candidates of one batch of ids; the statement updates those
-		// that may be erased and returns all of them.
-		rows, err := s.db.QueryContext(ctx, `
+	for after := int64(0); ; {
+		// One batch of ids: the statement erases those of its rows that
+		// hold the subject and may be erased, and returns all that hold it.
+		hits, last, err := s.eraseBatch(ctx, subject, dryRun, `
 			WITH batch AS (
-				SELECT id FROM webhook_event WHERE id > $1 AND ($3 = '' OR namespace = $3) ORDER BY id LIMIT $4),
+				SELECT id FROM webhook_event WHERE id > $3 AND ($4 = '' OR namespace = $4) ORDER BY id LIMIT $5),
 			hit AS (
-				SELECT e.id, e.namespace, e.event_id, e.event_type, e.status, e.received_at FROM webhook_event e
-				JOIN batch USING (id)
-				WHERE e.erased_at IS NULL AND `+holdsSubjectSQL+`),
-			done AS (
-				UPDATE webhook_event e SET payload = '`+ErasedPayload+`', headers = NULL, erased_at = now(),
-					last_error = CASE WHEN strpos(e.last_error, $2) > 0 THEN '(erased)' ELSE e.last_error END,
-					failure_log = CASE WHEN strpos(e.failure_log::text, $2) > 0 THEN NULL ELSE e.failure_log END
-				FROM hit WHERE e.id = hit.id AND NOT $5 AND e.status IN (`+settledSQL+`, `+discardedSQL+`)
-				RETURNING e.id)
-			SELECT hit.namespace, hit.event_id, hit.event_type, hit.status, hit.received_at, 0 FROM hit
-			UNION ALL SELECT '', '', '', '', now(), (SELECT max(id) FROM batch)`,
-			after, subject, namespace, eraseBatch, dryRun)
+				SELECT e.id FROM webhook_event e JOIN batch USING (id)
+				WHERE e.erased_at IS NULL AND e.payload NOT LIKE '`+sealedPrefix+`%' AND `+holdsSubjectSQL+`)`,
+			after, namespace, eraseBatch, url.QueryEscape(subject))
+		if err != nil {
+			return r, err
+		}
+		r.add(hits)
+		if last == 0 {
+			break
+		}
+		after = last
+	}
+	// Sealed payloads are opened here, a batch at a time.
+	for after := int64(0); ; {
+		rows, err := s.db.QueryContext(ctx, `
+			SELECT id, namespace, event_id, payload FROM webhook_event
+			WHERE id > $1 AND ($2 = '' OR namespace = $2) AND erased_at IS NULL AND payload LIKE '`+sealedPrefix+`%'
+			ORDER BY id LIMIT $3`, after, namespace, eraseBatch)
 		if err != nil {
 			return r, fmt.Errorf("erase: %w", err)
 		}
-		var last sql.NullInt64
+		var ids []int64
+		n := 0
 		for rows.Next() {
 			var (
-				m  EraseMatch
-				id sql.NullInt64
+				id int64
+				k  EventKey
+				p  []byte
 			)
-			if err := rows.Scan(&m.Namespace, &m.EventID, &m.Type, &m.Status, &m.ReceivedAt, &id); err != nil {
+			if err := rows.Scan(&id, &k.Namespace, &k.EventID, &p); err != nil {
 				rows.Close()
 				return r, fmt.Errorf("erase: %w", err)
 			}
-			switch {
-			case m.EventID == "":
-				last = id
-			case m.Status == string(webhookevent.StatusSettled) || m.Status == string(webhookevent.StatusDiscarded):
-				r.Rows = append(r.Rows, m)
-			default:
-				r.Pending = append(r.Pending, m)
+			n, after = n+1, id
+			plain, err := s.sealer.Open(k, p)
+			if err != nil {
+				rows.Close()
+				return r, fmt.Errorf("erase: %w", err)
+			}
+			if Holds(plain, subject) {
+				ids = append(ids, id)
 			}
 		}
-		if err := rows.Close(); err != nil {
-			return r, fmt.Errorf("erase: %w", err)
-		}
+		rows.Close()
 		if err := rows.Err(); err != nil {
 			return r, fmt.Errorf("erase: %w", err)
 		}
-		if !last.Valid {
+		if len(ids) > 0 {
+			hits, _, err := s.eraseBatch(ctx, subject, dryRun, `WITH hit AS (SELECT unnest($3::bigint[]) AS id)`, ids)
+			if err != nil {
+				return r, err
+			}
+			r.add(hits)
+		}
+		if n < eraseBatch {
 			return r, nil
 		}
-		after = last.Int64
+	}
+}
+
+// eraseBatch erases the rows of the CTE hit (their ids) that may be
+// erased, unless dryRun, and returns the rows of hit, and the last id of
+// the CTE batch when the statement has one (0 when it ran out). The
+// statement's $1 is subject, $2 dryRun, and args from $3.
+func (s *Store) eraseBatch(ctx context.Context, subject string, dryRun bool, with string, args ...any) ([]EraseMatch, int64, error) {
+	last := `0::bigint`
+	if strings.Contains(with, "batch AS") {
+		last = `(SELECT max(id) FROM batch)`
+	}
+	rows, err := s.db.QueryContext(ctx, with+`,
+		done AS (
+			UPDATE webhook_event e SET payload = '`+ErasedPayload+`', headers = NULL, erased_at = now(),
+				last_error = CASE WHEN strpos(e.last_error, $1) > 0 THEN '(erased)' ELSE e.last_error END,
+				failure_log = CASE WHEN strpos(e.failure_log::text, $1) > 0 THEN NULL ELSE e.failure_log END
+			FROM hit WHERE e.id = hit.id AND NOT $2 AND e.erased_at IS NULL AND e.status IN (`+settledSQL+`, `+discardedSQL+`)
+			RETURNING e.id)
+		SELECT e.namespace, e.event_id, e.event_type, e.status, e.received_at, 0::bigint
+		FROM webhook_event e JOIN hit USING (id)
+		UNION ALL SELECT '', '', '', '', now(), coalesce(`+last+`, 0)`, append([]any{subject, dryRun}, args...)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("erase: %w", err)
+	}
+	defer rows.Close()
+	var (
+		hits []EraseMatch
+		next int64
+	)
+	for rows.Next() {
+		var (
+			m  EraseMatch
+			id int64
+		)
+		if err := rows.Scan(&m.Namespace, &m.EventID, &m.Type, &m.Status, &m.ReceivedAt, &id); err != nil {
+			return nil, 0, fmt.Errorf("erase: %w", err)
+		}
+		if m.EventID == "" {
+			next = id
+			continue
+		}
+		hits = append(hits, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("erase: %w", err)
+	}
+	return hits, next, nil
+}
+
+// add sorts the rows that hold the subject into erased and pending.
+func (r *EraseReport) add(hits []EraseMatch) {
+	for _, m := range hits {
+		if m.Status == string(webhookevent.StatusSettled) || m.Status == string(webhookevent.StatusDiscarded) {
+			r.Rows = append(r.Rows, m)
+		} else {
+			r.Pending = append(r.Pending, m)
+		}
+	}
+}
+
+// Holds reports whether a plaintext payload holds subject as
+// holdsSubjectSQL reads it: for JSON, as a string token (a value or a
+// key, duplicates included) anywhere; else as text or URL-encoded.
+func Holds(payload []byte, subject string) bool {
+	trimmed := bytes.TrimLeft(payload, " \t\r\n")
+	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
+		return bytes.Contains(payload, []byte(subject)) || bytes.Contains(payload, []byte(url.QueryEscape(subject)))
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if str, ok := tok.(string); ok && str == subject {
+			return true
+		}
 	}
 }

@@ -11,8 +11,9 @@ import (
 )
 
 // TestEraseMatchesStringValuesExactly: a payload holds the subject when a
-// JSON string value anywhere in it is the subject, escaped or not; a key,
-// a longer string or a number does not; a form body holds it as text.
+// JSON string anywhere in it (a value or a key) is the subject, escaped or
+// not; a longer string does not; a form body holds it as text or
+// URL-encoded.
 // Rows still to be applied are reported and left.
 func TestEraseMatchesStringValuesExactly(t *testing.T) {
 	t.Parallel()
@@ -23,7 +24,8 @@ func TestEraseMatchesStringValuesExactly(t *testing.T) {
 		"evt_escaped": `{"data":{"list":[{"email":"ana\u0040example.com"}]}}`,
 		"evt_key":     `{"ana@example.com":"x"}`,
 		"evt_longer":  `{"email":"ana@example.com.evil"}`,
-		"evt_form":    `text=hello&user=ana@example.com`,
+		"evt_form":    `text=hello&user=ana%40example.com`,
+		"evt_shadow":  `{"email":"ana@example.com","email":"x"}`,
 		"evt_pending": `{"customer":"ana@example.com"}`,
 		"evt_empty":   ``,
 	}
@@ -35,7 +37,7 @@ func TestEraseMatchesStringValuesExactly(t *testing.T) {
 
 	dry, err := h.Claimer.Erase(ctx, "ana@example.com", "", true)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"evt_plain", "evt_escaped", "evt_form"}, eraseIDs(dry.Rows))
+	require.ElementsMatch(t, []string{"evt_plain", "evt_escaped", "evt_key", "evt_form", "evt_shadow"}, eraseIDs(dry.Rows))
 	require.Equal(t, []string{"evt_pending"}, eraseIDs(dry.Pending))
 	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE erased_at IS NOT NULL`))
 
@@ -45,8 +47,8 @@ func TestEraseMatchesStringValuesExactly(t *testing.T) {
 
 	done, err := h.Claimer.Erase(ctx, "ana@example.com", "stripe", false)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"evt_plain", "evt_escaped", "evt_form"}, eraseIDs(done.Rows))
-	require.Equal(t, 3, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE payload = $1 AND erased_at IS NOT NULL`, ledger.ErasedPayload))
+	require.ElementsMatch(t, []string{"evt_plain", "evt_escaped", "evt_key", "evt_form", "evt_shadow"}, eraseIDs(done.Rows))
+	require.Equal(t, 5, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE payload = $1 AND erased_at IS NOT NULL`, ledger.ErasedPayload))
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_pending' AND erased_at IS NULL`))
 
 	_, err = h.Claimer.Erase(ctx, "", "", true)

@@ -145,4 +145,3 @@ func TestPruneWaitsForClaimsThatBeganBefore(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM webhook_event`))
 }
-

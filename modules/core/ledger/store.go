@@ -33,6 +33,9 @@ type Store struct {
 	// sends the workers.
 	jobsInStatement bool
 	insertNotice    notice
+	// sealer seals the payloads it stores and opens those it reads
+	// (PAYLOAD_KEYS); nil stores plaintext.
+	sealer *Sealer
 }
 
 // StoreOptions are a Store's settings.
@@ -45,13 +48,15 @@ type StoreOptions struct {
 	// Payloads, when set, keeps the payloads of the events the claim
 	// inserted for their apply in this process (RiverOptions.Payloads).
 	Payloads *Payloads
+	// Sealer, when set, encrypts payloads at rest (PAYLOAD_KEYS).
+	Sealer *Sealer
 }
 
 // NewStore is the ledger on db, whose apply jobs jobs inserts: a client
 // with workers, or an insert-only one for the CLI.
 func NewStore(db *sql.DB, jobs *river.Client[*sql.Tx], o StoreOptions) *Store {
 	return &Store{db: db, ent: entClient(db), jobs: jobs, claimJobs: newClaimInserter(o.Middleware), logOnly: o.LogOnly,
-		payloads: o.Payloads, jobsInStatement: !o.LogOnly && len(o.Middleware) == 0}
+		payloads: o.Payloads, jobsInStatement: !o.LogOnly && len(o.Middleware) == 0, sealer: o.Sealer}
 }
 
 // notice paces River's insert notices as River's client does: a claim

@@ -28,7 +28,9 @@ func (s *Store) StoredPayloads(ctx context.Context, keys []EventKey) (map[EventK
 		if err := rows.Scan(&k.Namespace, &k.EventID, &p); err != nil {
 			return nil, fmt.Errorf("stored payloads: %w", err)
 		}
-		out[k] = p
+		if out[k], err = s.sealer.Open(k, p); err != nil {
+			return nil, err
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("stored payloads: %w", err)

@@ -50,6 +50,9 @@ type Set struct {
 	// differs from the stored one.
 	LateClaims          *prometheus.CounterVec
 	DuplicateMismatches *prometheus.CounterVec
+	// DriftObjects is the objects the last scheduled drift check found
+	// drifted, by kind (DRIFT_INTERVAL).
+	DriftObjects *prometheus.GaugeVec
 }
 
 // New registers a fresh Set, with Go runtime and process collectors.
@@ -104,7 +107,7 @@ func New() *Set {
 		}, []string{"source"}),
 		LateClaims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookledger_late_claims_total",
-			Help: "Claims that committed after their delivery was answered 503 (the claim's deadline passed while it committed): the row exists, and the provider's retry is a duplicate.",
+			Help: "Claims that committed after their request stopped waiting (the sender hung up, or the deadline passed as it committed) and was answered 503: the row exists, and the provider's retry is a duplicate.",
 		}, []string{"source"}),
 		DuplicateMismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookledger_duplicate_mismatch_total",
@@ -118,6 +121,10 @@ func New() *Set {
 			Name: "hookledger_published_ips_stale",
 			Help: "1 while a published sender address list in use is older than PUBLISHED_IPS_MAX_AGE: run hookledger ips update.",
 		}, []string{"list"}),
+		DriftObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookledger_drift_objects",
+			Help: "Objects whose stored row differs from the provider's (missing here, missing at the provider, or in some fields) at the last scheduled drift check (DRIFT_INTERVAL) this process ran, by kind.",
+		}, []string{"kind"}),
 	}
 	s.Registry.MustRegister(
 		collectors.NewGoCollector(),
@@ -125,6 +132,7 @@ func New() *Set {
 		s.Deliveries, s.ClaimSeconds, s.Applies, s.ApplySeconds, s.StaleSkipped, s.VersionTies, s.WouldSkip,
 		s.SignatureFailures, s.BodyBytesInFlight, s.AdminRefusals,
 		s.AllowlistRefusals, s.PublishedIPsAge, s.PublishedIPsStale, s.LateClaims, s.DuplicateMismatches,
+		s.DriftObjects,
 	)
 	return s
 }
