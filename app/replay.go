@@ -56,15 +56,18 @@ func window(since, until string) (time.Time, time.Time, error) {
 // Paddle).
 func replayEventsCommand(name, keyVar string) *cobra.Command {
 	var since, until, types, target, source, after string
-	var failedOnly bool
+	var failedOnly, thin bool
 	cmd := &cobra.Command{
-		Use:   name + " --since T [--until T] [--types a,b] [--target URL]" + map[string]string{"paddle": " [--after ID]"}[name],
+		Use:   name + " --since T [--until T] [--types a,b] [--target URL]" + map[string]string{"paddle": " [--after ID]", "stripe": " [--thin]"}[name],
 		Short: "Replay " + strings.ToUpper(name[:1]) + name[1:] + "'s events API (needs " + keyVar + ")",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			from, to, err := window(since, until)
 			if err != nil {
 				return err
+			}
+			if thin && failedOnly {
+				return usageError("--failed-only has no equivalent for thin events: Stripe's v2 events API cannot filter by delivery")
 			}
 			cfg, err := config.Load()
 			if err != nil {
@@ -86,11 +89,16 @@ func replayEventsCommand(name, keyVar string) *cobra.Command {
 			progress, done := progressReporter(cmd.ErrOrStderr())
 			defer done()
 			var stats replay.Stats
-			if name == "stripe" {
+			switch {
+			case name == "stripe" && thin:
+				stats, err = replay.StripeThin(ctx, replay.StripeOptions{
+					APIBase: cfg.StripeAPIBase, APIKey: key.Reveal(), Since: from, Until: to, Types: splitList(types),
+				}, sink, progress)
+			case name == "stripe":
 				stats, err = replay.Stripe(ctx, replay.StripeOptions{
 					APIBase: cfg.StripeAPIBase, APIKey: key.Reveal(), Since: from, Until: to, Types: splitList(types), FailedOnly: failedOnly,
 				}, sink, progress)
-			} else {
+			default:
 				stats, err = replay.Paddle(ctx, replay.PaddleOptions{
 					APIBase: cfg.PaddleAPIBase, APIKey: key.Reveal(), Since: from, Until: to, Types: splitList(types), After: after,
 				}, sink, progress)
@@ -107,6 +115,7 @@ func replayEventsCommand(name, keyVar string) *cobra.Command {
 	fl.StringVar(&source, "source", name, "configured source whose namespace direct mode claims into")
 	if name == "stripe" {
 		fl.BoolVar(&failedOnly, "failed-only", false, "only events whose delivery failed (delivery_success=false)")
+		fl.BoolVar(&thin, "thin", false, "replay thin events (event destinations) from /v2/core/events instead of /v1/events")
 	} else {
 		fl.StringVar(&after, "after", "", "go on from this event id: the resume of a run that stopped at its page cap")
 	}

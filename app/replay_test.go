@@ -129,3 +129,39 @@ func freePort(t *testing.T) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// TestReplayThinCommand: replay stripe --thin pages Stripe's v2 events
+// API and claims its thin events as replayed rows; a second run finds them
+// duplicates; --failed-only, which v2 cannot filter by, is a usage error.
+func TestReplayThinCommand(t *testing.T) {
+	s := start(t, nil)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer sk_test_replay" || r.URL.Path != "/v2/core/events" {
+			http.Error(w, `{"error":{"type":"invalid_request_error"}}`, http.StatusUnauthorized)
+			return
+		}
+		var data []map[string]any
+		for i := range 2 {
+			data = append(data, map[string]any{
+				"id": fmt.Sprintf("evt_thin_replay_%d", i), "object": "v2.core.event", "type": "v1.customer.subscription.updated",
+				"created": time.Now().Add(-time.Duration(i+1) * time.Minute).UTC().Format(time.RFC3339), "livemode": false,
+				"related_object": map[string]any{"id": fmt.Sprintf("sub_thin_%d", i), "type": "subscription", "url": fmt.Sprintf("/v1/subscriptions/sub_thin_%d", i)},
+			})
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"data": data, "next_page_url": nil, "previous_page_url": nil})
+	}))
+	t.Cleanup(api.Close)
+	t.Setenv("STRIPE_API_BASE", api.URL)
+	t.Setenv("STRIPE_API_KEY", "sk_test_replay")
+	t.Setenv("DATABASE_URL", s.db.URL)
+
+	code, stdout, stderr := run("replay", "stripe", "--thin", "--since", "1h")
+	require.Equal(t, 0, code, stderr)
+	require.JSONEq(t, `{"fetched":2,"new":2,"duplicate":0,"failed":0}`, lastLine(stdout))
+	require.Equal(t, 2, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE replayed AND event_id LIKE 'evt_thin_replay_%'`))
+	code, stdout, _ = run("replay", "stripe", "--thin", "--since", "1h")
+	require.Equal(t, 0, code)
+	require.JSONEq(t, `{"fetched":2,"new":0,"duplicate":2,"failed":0}`, lastLine(stdout))
+	code, _, _ = run("replay", "stripe", "--thin", "--failed-only", "--since", "1h")
+	require.Equal(t, 2, code)
+}
