@@ -33,7 +33,10 @@ func (a *App) shortCircuit() (*shortcircuit.Gate, error) {
 	}
 	a.metrics.Registry.MustRegister(g.Collectors()...)
 	a.gate = g
+	// REDIS_TIMEOUT is the shortest a lookup waits; the timeout follows
+	// Redis's measured latency up to the ceiling.
 	a.log.Info("duplicate short-circuit on", zap.String("redis", config.RedactURL(a.cfg.RedisURL.Reveal())),
-		zap.Duration("ttl", a.cfg.RedisTTL), zap.Duration("timeout", a.cfg.RedisTimeout))
+		zap.Duration("ttl", a.cfg.RedisTTL), zap.Duration("timeout_min", a.cfg.RedisTimeout),
+		zap.Duration("timeout_max", max(a.cfg.RedisTimeout, shortcircuit.DefaultMaxTimeout)))
 	return g, nil
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -20,31 +22,62 @@ const (
 	DefaultTTL       = 60 * time.Second
 	DefaultTimeout   = 5 * time.Millisecond
 	DefaultQueueSize = 4096
-	// DefaultFailures is how many consecutive failed calls open the breaker.
-	DefaultFailures = 5
-	// DefaultOpenFor is how long an open breaker stops asking Redis.
-	DefaultOpenFor = 5 * time.Second
+	// DefaultFailureRate is the share of failed calls over the breaker's
+	// window that opens it.
+	DefaultFailureRate = 0.5
+	// DefaultMinCalls is how many calls the window must hold before their
+	// failure rate opens the breaker.
+	DefaultMinCalls = 20
+	// DefaultWindow is how far back the breaker counts calls.
+	DefaultWindow = 10 * time.Second
+	// DefaultOpenFor is how long an open breaker first stops asking Redis;
+	// the pause doubles with each failed probe, up to DefaultMaxOpenFor.
+	DefaultOpenFor    = time.Second
+	DefaultMaxOpenFor = 30 * time.Second
 	// maxReadableID is the longest event id kept readable in a key.
 	maxReadableID = 128
-	// writeBatch is the most markers one pipelined round trip writes.
-	writeBatch = 256
-	// minDialTimeout bounds background dials; minIdleConns are kept ready.
+	// writeBatch is the most markers one pipelined round trip writes, and
+	// markTimeout how long it may take.
+	writeBatch  = 256
+	markTimeout = time.Second
+	// minDialTimeout bounds background dials; minIdleConns are kept ready,
+	// so that a burst of deliveries does not dial on the request path.
 	minDialTimeout = 250 * time.Millisecond
-	minIdleConns   = 8
+	minIdleConns   = 32
+	// minPoolSize is how many lookups may be in flight before one waits
+	// for a connection (unless REDIS_URL sets pool_size): on a loaded host
+	// a connection is handed back only once its caller is scheduled again,
+	// and queueing for one, not Redis, was most of a lookup's latency.
+	minPoolSize = 128
+	// connBuffer is each connection's read and write buffer: a lookup's
+	// command and reply are a few dozen bytes (pipelines have buffers of
+	// their own).
+	connBuffer = 4 << 10
 )
 
 // Options configure a Gate; zero fields take the defaults.
 type Options struct {
 	// URL is REDIS_URL: redis://[user:password@]host:port[/db],
 	// rediss:// for TLS, or unix:///path.
-	URL     string
-	Prefix  string
-	TTL     time.Duration
-	Timeout time.Duration
+	URL    string
+	Prefix string
+	TTL    time.Duration
+	// Timeout is REDIS_TIMEOUT, the shortest a lookup waits: each lookup
+	// waits twice the p99 of the recent lookups' latencies, at least
+	// Timeout and at most MaxTimeout (or Timeout, when longer).
+	Timeout    time.Duration
+	MaxTimeout time.Duration
 	// QueueSize bounds the marker writes waiting for the writer.
 	QueueSize int
-	Failures  int
-	OpenFor   time.Duration
+	// The breaker opens when, over Window, at least MinCalls calls gave a
+	// verdict and at least FailureRate of them failed; it then stops
+	// asking Redis for OpenFor, and lets one probe through at a time; each
+	// failed probe doubles the pause, up to MaxOpenFor.
+	FailureRate float64
+	MinCalls    int
+	Window      time.Duration
+	OpenFor     time.Duration
+	MaxOpenFor  time.Duration
 	// NowFunc is the breaker's clock; time.Now when nil.
 	NowFunc func() time.Time
 }
@@ -53,18 +86,20 @@ type Options struct {
 // marker writer. A nil *Gate is "no Redis": Seen is always false and Mark
 // does nothing.
 type Gate struct {
-	rdb     *redis.Client
-	opts    Options
-	breaker *breaker
-	queue   chan string
-	stop    chan struct{}
-	stopped chan struct{}
-	once    sync.Once
+	rdb      *redis.Client
+	opts     Options
+	breaker  *breaker
+	timeouts *timeouts
+	queue    chan string
+	stop     chan struct{}
+	stopped  chan struct{}
+	once     sync.Once
 
 	hits    *prometheus.CounterVec
 	errs    *prometheus.CounterVec
 	dropped prometheus.Counter
 	open    prometheus.Gauge
+	timeout prometheus.GaugeFunc
 }
 
 // New builds a Gate on opts.URL and starts its marker writer; Close stops
@@ -79,22 +114,30 @@ func New(opts Options) (*Gate, error) {
 	opts.TTL = or(opts.TTL, DefaultTTL)
 	opts.Timeout = or(opts.Timeout, DefaultTimeout)
 	opts.QueueSize = or(opts.QueueSize, DefaultQueueSize)
-	opts.Failures = or(opts.Failures, DefaultFailures)
+	opts.MaxTimeout = max(or(opts.MaxTimeout, DefaultMaxTimeout), opts.Timeout)
+	opts.FailureRate = or(opts.FailureRate, DefaultFailureRate)
+	opts.MinCalls = or(opts.MinCalls, DefaultMinCalls)
+	opts.Window = or(opts.Window, DefaultWindow)
 	opts.OpenFor = or(opts.OpenFor, DefaultOpenFor)
+	opts.MaxOpenFor = or(opts.MaxOpenFor, DefaultMaxOpenFor)
 	if opts.NowFunc == nil {
 		opts.NowFunc = time.Now
 	}
 	// Every bound on the request path is the call's own context: one dial
 	// attempt, no retry, no wait for a pooled connection longer than the
-	// call may take. Idle connections are kept dialled in the background
+	// call's timeout. Idle connections are kept dialled in the background
 	// (where DialTimeout applies), and RESP2 needs no HELLO round trip, so
 	// a lookup is one command on a ready connection.
 	ropts.ContextTimeoutEnabled = true
 	ropts.MaxRetries = -1
 	ropts.DialerRetries = 1
-	ropts.DialTimeout = max(opts.Timeout, minDialTimeout)
-	ropts.PoolTimeout = opts.Timeout
-	ropts.MinIdleConns = max(ropts.MinIdleConns, minIdleConns)
+	ropts.DialTimeout = max(opts.MaxTimeout, minDialTimeout)
+	ropts.PoolTimeout = opts.MaxTimeout
+	if ropts.PoolSize == 0 {
+		ropts.PoolSize = max(minPoolSize, 10*runtime.GOMAXPROCS(0))
+	}
+	ropts.MinIdleConns = min(max(ropts.MinIdleConns, minIdleConns), ropts.PoolSize)
+	ropts.ReadBufferSize, ropts.WriteBufferSize = connBuffer, connBuffer
 	if ropts.Protocol == 0 {
 		ropts.Protocol = 2
 	}
@@ -124,14 +167,20 @@ func New(opts Options) (*Gate, error) {
 			Help: "1 while the circuit breaker stops asking a failing Redis, else 0.",
 		}),
 	}
-	g.breaker = &breaker{threshold: opts.Failures, openFor: opts.OpenFor, now: opts.NowFunc, gauge: g.open}
+	g.breaker = &breaker{window: opts.Window, minCalls: opts.MinCalls, rate: opts.FailureRate, openFor: opts.OpenFor,
+		maxOpenFor: opts.MaxOpenFor, now: opts.NowFunc, gauge: g.open}
+	g.timeouts = newTimeouts(opts.Timeout, opts.MaxTimeout)
+	g.timeout = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hookledger_redis_lookup_timeout_seconds",
+		Help: "How long the next Redis lookup may take: twice the p99 of recent lookups, between REDIS_TIMEOUT and its ceiling.",
+	}, func() float64 { return g.timeouts.timeout().Seconds() })
 	go g.write()
 	return g, nil
 }
 
 // Collectors are the Gate's metrics, for the process's registry.
 func (g *Gate) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{g.hits, g.errs, g.dropped, g.open}
+	return []prometheus.Collector{g.hits, g.errs, g.dropped, g.open, g.timeout}
 }
 
 // Key is the Redis key of an event: the prefix, the namespace and the id,
@@ -148,22 +197,90 @@ func (g *Gate) Key(namespace, eventID string) string {
 // Seen reports whether the event has a fresh marker, counting a hit for
 // source. Any error, a timeout or an open breaker is false.
 func (g *Gate) Seen(ctx context.Context, source, namespace, eventID string) bool {
-	if g == nil || !g.breaker.allow() {
+	if g == nil {
 		return false
 	}
-	cctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
-	defer cancel()
-	n, err := g.rdb.Exists(cctx, g.Key(namespace, eventID)).Result()
-	if ctx.Err() != nil {
-		g.breaker.abandon() // the caller went away: no verdict on Redis
+	t, ok := g.breaker.allow()
+	if !ok {
 		return false
 	}
-	g.record("lookup", err)
+	key := g.Key(namespace, eventID)
+	n, err := g.exists(ctx, t, key, false)
+	if errors.Is(err, errUnsent) {
+		// The deadline passed before the command went out: this process
+		// was not scheduled in time, which says nothing about Redis, and a
+		// claim would now wait as long. Ask once more.
+		n, err = g.exists(ctx, t, key, true)
+	}
 	if err != nil || n == 0 {
 		return false
 	}
 	g.hits.WithLabelValues(source).Inc()
 	return true
+}
+
+// errUnsent is a lookup whose deadline passed before its command was sent.
+var errUnsent = errors.New("redis: deadline passed before the command was sent")
+
+// exists asks Redis whether key exists, within the current timeout, and
+// records how it went; unless last, a lookup that was never sent returns
+// errUnsent and records nothing.
+func (g *Gate) exists(ctx context.Context, t ticket, key string, last bool) (int64, error) {
+	start, timeout := time.Now(), g.timeouts.timeout()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	n, err := g.rdb.Exists(cctx, key).Result()
+	took := time.Since(start)
+	switch {
+	case ctx.Err() != nil:
+		g.breaker.abandon(t) // the caller went away: no verdict on Redis
+		return 0, ctx.Err()
+	case !last && unsent(err):
+		return 0, errUnsent
+	}
+	g.lookup(t, err, took, timeout, cctx.Err() != nil)
+	return n, err
+}
+
+// lookup records how a lookup went: its latency for the timeouts, and a
+// verdict for the breaker. A lookup that timed out before the ceiling says
+// the timeout was short, not that Redis failed; one that waited the
+// ceiling in vain is a failure. One that was never sent (no connection
+// free in time, or the deadline gone before the write) is this process's
+// own delay: neither a latency nor a verdict.
+func (g *Gate) lookup(t ticket, err error, took, timeout time.Duration, expired bool) {
+	timedOut := expired || isTimeout(err)
+	switch {
+	case err == nil || errors.Is(err, redis.Nil):
+		g.timeouts.observe(took)
+		g.breaker.record(t, true)
+	case timedOut && !unsent(err):
+		g.errs.WithLabelValues("lookup").Inc()
+		g.timeouts.observe(took)
+		if timeout >= g.opts.MaxTimeout {
+			g.breaker.record(t, false)
+		} else {
+			g.breaker.abandon(t)
+		}
+	default:
+		g.record(t, "lookup", err)
+	}
+}
+
+// unsent reports whether a call failed before its command was sent: its
+// deadline passed waiting for a connection or before the write. A dial
+// that timed out is not: an unreachable server is a failure.
+func unsent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Op == "write" && op.Timeout()
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrPoolTimeout)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // Mark queues the event's marker. Call it only once the ledger holds the
@@ -224,13 +341,14 @@ func (g *Gate) write() {
 }
 
 func (g *Gate) set(keys []string) {
-	if !g.breaker.allow() {
+	t, ok := g.breaker.allow()
+	if !ok {
 		g.dropped.Add(float64(len(keys)))
 		return
 	}
-	// A batch gets the lookup timeout per hundred markers: still bounded,
-	// and off the request path.
-	ctx, cancel := context.WithTimeout(context.Background(), g.opts.Timeout*time.Duration(1+len(keys)/100))
+	// Off the request path a batch may take its time: a marker dropped
+	// costs a transaction later.
+	ctx, cancel := context.WithTimeout(context.Background(), max(markTimeout, g.opts.MaxTimeout))
 	defer cancel()
 	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, k := range keys {
@@ -238,25 +356,25 @@ func (g *Gate) set(keys []string) {
 		}
 		return nil
 	})
-	g.record("mark", err)
+	g.record(t, "mark", err)
 	if err != nil {
 		g.dropped.Add(float64(len(keys)))
 	}
 }
 
 // record counts a failed call and tells the breaker how the call went; an
-// absent key is a success. No free connection in time is this process's
-// own congestion, not a verdict on Redis.
-func (g *Gate) record(op string, err error) {
+// absent key is a success. A call never sent is this process's own delay,
+// not a verdict on Redis.
+func (g *Gate) record(t ticket, op string, err error) {
 	switch {
 	case err == nil || errors.Is(err, redis.Nil):
-		g.breaker.record(true)
-	case errors.Is(err, redis.ErrPoolTimeout):
+		g.breaker.record(t, true)
+	case unsent(err):
 		g.errs.WithLabelValues(op).Inc()
-		g.breaker.abandon()
+		g.breaker.abandon(t)
 	default:
 		g.errs.WithLabelValues(op).Inc()
-		g.breaker.record(false)
+		g.breaker.record(t, false)
 	}
 }
 

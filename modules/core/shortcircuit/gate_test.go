@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -77,13 +76,14 @@ func TestMarkWritesAMarkerWithTTL(t *testing.T) {
 }
 
 // TestBreakerOpensAndCloses: a Redis that keeps failing is no marker, the
-// breaker stops asking it after Failures calls, and after OpenFor one probe
-// finds it back and closes the breaker.
+// breaker stops asking it once most of MinCalls calls failed, and after
+// OpenFor one probe finds it back and closes the breaker.
 func TestBreakerOpensAndCloses(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	clk := &clock{now: time.Unix(1_800_000_000, 0)}
-	g, rdb := setup(t, srv.URL, Options{Failures: 3, OpenFor: time.Minute, NowFunc: clk.Now})
+	// One success, then three failures: 3 of 4 calls failed.
+	g, rdb := setup(t, srv.URL, Options{MinCalls: 4, OpenFor: time.Minute, NowFunc: clk.Now})
 	ctx := context.Background()
 	require.NoError(t, rdb.Set(ctx, g.Key("stripe", "evt_b"), "1", time.Minute).Err())
 	require.True(t, g.Seen(ctx, "stripe", "stripe", "evt_b"))
@@ -119,36 +119,11 @@ func TestBreakerOpensAndCloses(t *testing.T) {
 	require.Equal(t, 0.0, testutil.ToFloat64(g.open), "one failure after closing does not reopen")
 }
 
-// TestBreakerProbeOneAtATime: after the pause, one call probes; the others
-// stay off Redis until it answers.
-func TestBreakerProbeOneAtATime(t *testing.T) {
-	t.Parallel()
-	clk := &clock{now: time.Unix(1_800_000_000, 0)}
-	b := &breaker{threshold: 2, openFor: time.Second, now: clk.Now, gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "open"})}
-	require.True(t, b.allow())
-	b.record(false)
-	require.True(t, b.allow())
-	b.record(false)
-	require.False(t, b.allow())
-	clk.Add(time.Second)
-	require.True(t, b.allow(), "the probe")
-	require.False(t, b.allow(), "one probe at a time")
-	b.abandon()
-	require.True(t, b.allow(), "an abandoned probe lets the next one through")
-	b.record(false)
-	require.False(t, b.allow(), "a failed probe reopens")
-	clk.Add(time.Second)
-	require.True(t, b.allow())
-	b.record(true)
-	require.True(t, b.allow())
-	require.True(t, b.allow(), "closed")
-}
-
 // TestCallerGoneIsNoVerdict: a lookup whose request went away neither
 // answers nor counts against Redis.
 func TestCallerGoneIsNoVerdict(t *testing.T) {
 	t.Parallel()
-	g, _ := setup(t, redistest.URL(t), Options{Failures: 1})
+	g, _ := setup(t, redistest.URL(t), Options{MinCalls: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.False(t, g.Seen(ctx, "stripe", "stripe", "evt_gone"))

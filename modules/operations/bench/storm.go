@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,10 +46,19 @@ type StormOptions struct {
 	// RedisURL is Redis for the second run, when REDIS_URL is unset.
 	RedisURL    string
 	GroupCommit bool
+	// The storm beside a CPU load: LoadEvents settled events, each then
+	// delivered LoadRounds times again, while LoadThreads threads spin
+	// (zero values take DefaultLoadEvents, DefaultLoadRounds and two per
+	// core).
+	LoadEvents, LoadRounds, LoadThreads int
 }
 
 // Storm delivers a duplicate storm to a service without Redis, then to one
-// with it, and reports the database's transactions per delivery.
+// with it, and reports the database's transactions per delivery. Then it
+// delivers duplicates of settled events beside a CPU load, without Redis
+// and with it, and reports the ledger's index scans per duplicate and the
+// latency: the load is when a retry storm comes, and when Redis answers
+// slowest.
 func Storm(ctx context.Context, o StormOptions, stdout, stderr io.Writer) error {
 	cfg, err := config.LoadDev()
 	if err != nil {
@@ -81,11 +91,7 @@ func Storm(ctx context.Context, o StormOptions, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "%-12s %12s %10s %12s %9s %9s %10s\n", "", "deliveries", "tx/deliv", "deliveries/s", "p50 ms", "p99 ms", "shortcut")
 	for _, p := range phases {
-		name := "PostgreSQL"
-		if p.Redis {
-			name = "+ Redis"
-		}
-		fmt.Fprintf(stdout, "%-12s %12d %10.3f %12.0f %9.1f %9.1f %10.0f\n", name, p.Deliveries, p.TxPerDeliv, p.Rate, p.P50ms, p.P99ms, p.Shortcut)
+		fmt.Fprintf(stdout, "%-12s %12d %10.3f %12.0f %9.1f %9.1f %10.0f\n", phaseName(p.Redis), p.Deliveries, p.TxPerDeliv, p.Rate, p.P50ms, p.P99ms, p.Shortcut)
 	}
 	line, _ := json.Marshal(phases)
 	fmt.Fprintln(stdout, string(line))
@@ -94,7 +100,58 @@ func Storm(ctx context.Context, o StormOptions, stdout, stderr io.Writer) error 
 			return fmt.Errorf("%d request(s) failed, %d of %d events claimed", p.Errors, p.Claimed, o.Events)
 		}
 	}
+
+	o.LoadEvents = or(o.LoadEvents, DefaultLoadEvents)
+	o.LoadRounds = or(o.LoadRounds, DefaultLoadRounds)
+	o.LoadThreads = or(o.LoadThreads, 2*runtime.NumCPU())
+	var loaded []LoadedPhase
+	for _, withRedis := range []bool{false, true} {
+		var env []string
+		if withRedis {
+			// Markers outlive the restart between settling and the storm.
+			env = []string{"REDIS_URL=" + o.RedisURL, "REDIS_KEY_PREFIX=" + prefix + "load:",
+				"REDIS_TIMEOUT=" + cfg.RedisTimeout.String(), "REDIS_TTL=" + config.MaxRedisTTL.String()}
+		}
+		logf("bench-redis: %d settled events x %d duplicates from %d clients beside %d spinning threads, Redis %t",
+			o.LoadEvents, o.LoadRounds, o.Clients, o.LoadThreads, withRedis)
+		p, err := loadedPhase(ctx, admin, o, env)
+		if err != nil {
+			return err
+		}
+		p.Redis = withRedis
+		loaded = append(loaded, p)
+	}
+	fmt.Fprintf(stdout, "\nbeside a CPU load (%d spinning threads on %d cores): %d settled events, %d duplicates each\n",
+		o.LoadThreads, runtime.NumCPU(), o.LoadEvents, o.LoadRounds)
+	fmt.Fprintf(stdout, "%-12s %10s %10s %9s %9s %10s %8s %11s %9s %8s\n", "", "duplicates", "scans/dup", "p50 ms", "p99 ms",
+		"shortcut", "r errors", "timeout ms", "run queue", "load 1m")
+	for _, p := range loaded {
+		fmt.Fprintf(stdout, "%-12s %10d %10.3f %9.1f %9.1f %10.0f %8.0f %11.1f %9.1f %8.2f\n", phaseName(p.Redis), p.Duplicates,
+			p.ScansPerDup, p.P50ms, p.P99ms, p.Shortcut, p.RedisErrs, p.TimeoutMs, p.RunQueue, p.LoadAvg)
+	}
+	line, _ = json.Marshal(loaded)
+	fmt.Fprintln(stdout, string(line))
+	for _, p := range loaded {
+		if p.Errors > 0 {
+			return fmt.Errorf("beside the CPU load: %d request(s) failed or claimed an event again", p.Errors)
+		}
+	}
 	return nil
+}
+
+func phaseName(redis bool) string {
+	if redis {
+		return "+ Redis"
+	}
+	return "PostgreSQL"
+}
+
+func or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
 }
 
 // stormPhase runs one storm against a fresh database and a service started
@@ -199,26 +256,38 @@ func storm(ctx context.Context, hc *http.Client, base string, gen *payloads, o S
 // settledXacts returns the database's transactions once no connection to
 // it is left, so that every backend has flushed its statistics.
 func settledXacts(ctx context.Context, admin, name string) (int64, error) {
+	if err := waitClosed(ctx, admin, name); err != nil {
+		return 0, err
+	}
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close(ctx)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		var n int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, name).Scan(&n); err != nil {
-			return 0, err
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("connections to %s did not close", name)
-		}
-	}
 	var n int64
 	err = conn.QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1`, name).Scan(&n)
 	return n, err
+}
+
+// waitClosed waits until no connection to the database name is left.
+func waitClosed(ctx context.Context, admin, name string) error {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, name).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("connections to %s did not close", name)
+		}
+	}
 }
 
 // ScrapeSample reads one sample from the service's /metrics (0 when absent).
