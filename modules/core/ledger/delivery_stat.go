@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -215,4 +217,46 @@ func (s *Store) DeliverySeries(ctx context.Context, since time.Time, step time.D
 		out = append(out, p)
 	}
 	return out, rows.Err()
+}
+
+// statSecret starts the tally of the claims a source's secret verified:
+// "secret:<index>:<fingerprint>" (SecretTally). The console reads which
+// secret is in use from these, a day of minutes, rather than from a day of
+// ledger rows.
+const statSecret = "secret:"
+
+// TallySecret counts a claimed delivery under the secret that verified
+// it: its position and its fingerprint (Claim.SecretIndex and
+// SecretFingerprint), for c.Source. A claim no secret verified (a replay)
+// counts nothing.
+func (s *DeliveryStats) TallySecret(c Claim) {
+	if c.SecretIndex == nil {
+		return
+	}
+	s.Tally(c.Source, SecretOutcome(*c.SecretIndex, c.SecretFingerprint))
+}
+
+// SecretOutcome is the delivery_stat outcome TallySecret counts a claim
+// under: "secret:<index>:<fingerprint>".
+func SecretOutcome(index int, fingerprint string) string {
+	return statSecret + strconv.Itoa(index) + ":" + fingerprint
+}
+
+// SecretTally reads a tally TallySecret counted: the secret's position
+// and its fingerprint ("" for a delivery whose fingerprint was not
+// recorded). ok is false for any other outcome.
+func SecretTally(outcome string) (index int, fingerprint string, ok bool) {
+	rest, ok := strings.CutPrefix(outcome, statSecret)
+	if !ok {
+		return 0, "", false
+	}
+	i, fp, ok := strings.Cut(rest, ":")
+	if !ok {
+		return 0, "", false
+	}
+	index, err := strconv.Atoi(i)
+	if err != nil || index < 0 {
+		return 0, "", false
+	}
+	return index, fp, true
 }
