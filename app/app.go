@@ -129,6 +129,7 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 		Middleware:  a.riverMiddleware(),
 		ApplyLinger: cfg.ApplyLinger,
 		Payloads:    a.payloads,
+		Sealer:      a.sealer,
 	})
 	if err != nil {
 		a.Close()

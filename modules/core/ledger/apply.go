@@ -85,9 +85,9 @@ const (
 // is marked settled first, in the statement that locks it: the transaction
 // makes that invisible until the handlers succeed, and a failure rolls it
 // back with them. A row already settled is left alone unless args.Force.
-// The writes the handlers staged (Stage) are made before it returns. It
-// sets tx's planner settings for the rest of the transaction
-// (applyPlanSQL).
+// The writes the handlers staged (Write, Stage) are made before it
+// returns. The ledger's own statements run with the planner settings of
+// applyPlanSQL, the handlers with the transaction's own.
 func Apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, Outcome, error) {
 	ev, outcome, _, err := apply(ctx, tx, reg, args)
 	return ev, outcome, err
@@ -101,7 +101,10 @@ func apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, 
 	if err := planApply(ctx, tx); err != nil {
 		return nil, OutcomeFailed, -1, err
 	}
-	rows, err := lockForApply(ctx, tx, reg, []EventKey{k}, args.Force, nil)
+	rows, err := lockForApply(ctx, tx, reg, []EventKey{k}, args.Force, nil, nil)
+	if err == nil {
+		err = unplanApply(ctx, tx)
+	}
 	if err != nil {
 		return nil, OutcomeFailed, -1, err
 	}
@@ -114,20 +117,29 @@ func apply(ctx context.Context, tx *Tx, reg *Registry, args ApplyArgs) (*Event, 
 	return ev, outcome, seen, err
 }
 
-// flushStaged runs the writes the handlers staged (Tx.Flush), guarded as a
-// handler is: a panic or a hang fails the apply like a handler's would.
+// flushStaged makes the writes the handlers staged, their Writes first
+// (flushWrites), then what they staged with Stage (Tx.Flush), guarded as
+// a handler is: a panic or a hang fails the apply like a handler's would.
 func flushStaged(ctx context.Context, tx *Tx) error {
 	if len(tx.staged) == 0 {
 		return nil
 	}
-	return runHandler(ctx, tx, func(ctx context.Context, tx *Tx, _ *Event) error { return tx.Flush(ctx) }, nil)
+	return runHandler(ctx, tx, func(ctx context.Context, tx *Tx, _ *Event) error {
+		if err := flushWrites(ctx, tx); err != nil {
+			return err
+		}
+		return tx.Flush(ctx)
+	}, nil)
 }
 
-// applyPlanSQL opens every apply transaction (planApply).
-// Each statement an apply makes (the settle, the handlers' writes, River's
-// job completion) reaches a batch's rows by key, and is run once per batch
-// of tens of events, so planning it for every batch is a large part of its
-// cost: on PostgreSQL 15, 1.55 ms per batch of 32 events across the settle,
+// applyPlanSQL opens every apply transaction (planApply), for the
+// ledger's own statements only: unplanApplySQL ends it before the first
+// handler, so that modules' statements (their Writes included) run with
+// PostgreSQL's default planner settings.
+// Each statement of the ledger's (the absorb, River's job completion, the
+// settle) reaches a batch's rows by key, and is run once per batch of tens
+// of events, so planning it for every batch is a large part of its cost:
+// on PostgreSQL 15, 1.55 ms per batch of 32 events across the settle,
 // the subscription lock and River's completion (pg_stat_statements with
 // track_planning, apply alone), about a sixth of the apply's database CPU.
 // Cached generic plans remove that, but a generic plan is costed once, for
@@ -136,16 +148,30 @@ func flushStaged(ctx context.Context, tx *Tx) error {
 // and is kept as the ledger grows (22 ms a batch at 30,000 rows, against
 // 0.5 ms by index; TestLockPlanIgnoresStaleStats). With sequential scans,
 // hash and merge joins off, the only plan left is a probe per key, which
-// is right for a batch on a ledger of any size; a statement with no index
-// to use still scans. The settings end with the transaction.
+// is right for a batch on a ledger of any size.
 const applyPlanSQL = `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off; ` +
 	`SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off`
+
+// unplanApplySQL gives the rest of the apply transaction, its handlers and
+// their writes, the planner settings it would have had without
+// applyPlanSQL.
+const unplanApplySQL = `SET LOCAL plan_cache_mode TO DEFAULT; SET LOCAL enable_seqscan TO DEFAULT; ` +
+	`SET LOCAL enable_hashjoin TO DEFAULT; SET LOCAL enable_mergejoin TO DEFAULT`
 
 // planApply runs applyPlanSQL, the first statement of every apply
 // transaction.
 func planApply(ctx context.Context, tx *Tx) error {
 	if _, err := tx.ExecContext(ctx, applyPlanSQL); err != nil {
 		return &dbError{fmt.Errorf("plan the apply: %w", err)}
+	}
+	return nil
+}
+
+// unplanApply runs unplanApplySQL, after the ledger's last statement of
+// an apply and before its first handler.
+func unplanApply(ctx context.Context, tx *Tx) error {
+	if _, err := tx.ExecContext(ctx, unplanApplySQL); err != nil {
+		return &dbError{fmt.Errorf("plan the handlers: %w", err)}
 	}
 	return nil
 }
@@ -163,7 +189,7 @@ type lockedRow struct {
 // makes the settle invisible until the handlers succeed, and a failure
 // rolls it back with them. A row already settled is left alone unless
 // force, and is missing from the answer, as is a row that does not exist.
-func lockForApply(ctx context.Context, tx *Tx, reg *Registry, keys []EventKey, force bool, payloads *Payloads) (map[EventKey]*lockedRow, error) {
+func lockForApply(ctx context.Context, tx *Tx, reg *Registry, keys []EventKey, force bool, payloads *Payloads, sealer *Sealer) (map[EventKey]*lockedRow, error) {
 	namespaces, ids := make([]string, len(keys)), make([]string, len(keys))
 	for i, k := range keys {
 		namespaces[i], ids[i] = k.Namespace, k.EventID
@@ -239,8 +265,13 @@ func lockForApply(ctx context.Context, tx *Tx, reg *Registry, keys []EventKey, f
 			&wasStatus, &attempts); err != nil {
 			return nil, &dbError{fmt.Errorf("lock %d event(s): %w", len(keys), err)}
 		}
+		k := EventKey{Namespace: ev.Namespace, EventID: ev.EventID}
 		if payload == nil {
-			payload = kept[EventKey{Namespace: ev.Namespace, EventID: ev.EventID}]
+			payload = kept[k]
+		} else if payload, err = sealer.Open(k, payload); err != nil {
+			// A sealed payload no key opens (PAYLOAD_KEYS changed under
+			// it) fails the event, with the reason, until a key is back.
+			return nil, err
 		}
 		ev.Payload, ev.OccurredAt = payload, occurredAt.Time
 		ev.Forced = force && wasStatus == string(webhookevent.StatusSettled)
@@ -314,7 +345,7 @@ func runHandler(ctx context.Context, tx *Tx, h HandlerFunc, ev *Event) error {
 // handlerRunner is a goroutine that runs handlers for runHandler, one at a
 // time. Runners are kept between handlers (idleRunners), so that a handler
 // runs on a stack that earlier ones grew: a handler that reads a payload
-// with provider.DecodeFields recurses as deep as the JSON nests, and on a
+// with provider.Fields recurses as deep as the JSON nests, and on a
 // new goroutine's stack every event paid for growing it (a tenth of the
 // apply's CPU). A runner whose handler hangs is abandoned with it, and
 // comes back when the handler returns.

@@ -109,7 +109,14 @@ func (s *Store) Find(ctx context.Context, namespace, eventID string) (*ent.Webho
 	case len(rows) > 1:
 		return nil, fmt.Errorf("%w: pass a namespace (%s)", ErrAmbiguous, namespaces(rows))
 	}
-	return rows[0], nil
+	// The payload as delivered: a sealed one opened (PAYLOAD_KEYS).
+	r := rows[0]
+	p, err := s.sealer.Open(EventKey{Namespace: r.Namespace, EventID: r.EventID}, []byte(r.Payload))
+	if err != nil {
+		return nil, err
+	}
+	r.Payload = string(p)
+	return r, nil
 }
 
 func namespaces(rows []*ent.WebhookEvent) string {

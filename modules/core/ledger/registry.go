@@ -37,13 +37,17 @@ type Event struct {
 type HandlerFunc func(ctx context.Context, tx *Tx, ev *Event) error
 
 // Registry is what modules register into: event handlers by (provider,
-// event type), and the River workers and periodic jobs of their own job
-// kinds. Register everything before NewRiver; it only reads the registry,
-// and a registration that went wrong (a kind registered twice, a malformed
-// pattern) makes it fail, so the process does not start.
+// event type), the Writes their handlers stage (NewWrite), and the River
+// workers and periodic jobs of their own job kinds. Register everything
+// before NewRiver; it only reads the registry, and a registration that
+// went wrong (a kind registered twice, a malformed pattern, a Write's key
+// it cannot order) makes it fail, so the process does not start.
 type Registry struct {
 	exact    map[string][]handler
 	families []family
+	// writes names the modules' Writes in the order they flush
+	// (NewWrite).
+	writes   []string
 	workers  []func(*river.Workers) error
 	periodic []*river.PeriodicJob
 	// settleArgs caches patterns' lists as the settle statement's
@@ -69,19 +73,25 @@ type handler struct {
 // newHandler is fn, named after its package and function as the runtime
 // knows them.
 func newHandler(fn HandlerFunc) handler {
+	module, name := funcName(fn)
+	return handler{fn: fn, module: module, name: name}
+}
+
+// funcName names a module's function fn after its package and its name:
+// "github.com/x/modules/features/payment.(*Module).stripeChargeRefunded-fm"
+// is module "payment", name "payment.stripeChargeRefunded".
+func funcName(fn any) (module, name string) {
 	full := "handler"
 	if f := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()); f != nil {
 		full = f.Name()
 	}
-	// "github.com/x/modules/features/payment.(*Module).stripeChargeRefunded-fm"
-	// is module "payment", handler "payment.stripeChargeRefunded".
 	full = full[strings.LastIndexByte(full, '/')+1:]
 	module, fn_, _ := strings.Cut(full, ".")
 	fn_ = strings.TrimSuffix(fn_, "-fm")
 	if i := strings.LastIndex(fn_, ")."); i >= 0 {
 		fn_ = fn_[i+2:]
 	}
-	return handler{fn: fn, module: module, name: module + "." + fn_}
+	return module, module + "." + fn_
 }
 
 // NewRegistry returns an empty registry.

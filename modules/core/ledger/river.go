@@ -55,6 +55,8 @@ type RiverOptions struct {
 	// Payloads, when set, are what the process's claims keep for the
 	// apply (StoreOptions.Payloads): the apply does not read them back.
 	Payloads *Payloads
+	// Sealer opens the payloads the apply reads (PAYLOAD_KEYS).
+	Sealer *Sealer
 
 	// lingerGate, when set, replaces the linger's timer (tests).
 	lingerGate func(ctx context.Context)
@@ -76,7 +78,7 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 	// The ledger's own kinds first: a module that registers one of them is
 	// the one reported.
 	applier := &Applier{DB: db, Registry: o.Registry, Logger: o.Logger.Named("apply"), Metrics: o.Metrics, Timeout: o.ApplyTimeout,
-		Linger: o.ApplyLinger, lingerGate: o.lingerGate, Payloads: o.Payloads}
+		Linger: o.ApplyLinger, lingerGate: o.lingerGate, Payloads: o.Payloads, Sealer: o.Sealer}
 	river.AddWorker(workers, &ApplyWorker{Applier: applier})
 	river.AddWorker(workers, &ApplyBatchWorker{Applier: applier})
 	// The prune worker is registered with retention off too, so that the

@@ -79,6 +79,8 @@ type Applier struct {
 	// Payloads, when set, are the payloads this process's claims keep for
 	// their apply.
 	Payloads *Payloads
+	// Sealer opens sealed payloads (PAYLOAD_KEYS); nil when off.
+	Sealer *Sealer
 
 	feedLog        atomic.Pointer[zap.Logger]
 	unhandled      sync.Map // provider\x00type of unhandled types already logged
@@ -216,7 +218,10 @@ func run[T river.JobArgs](ctx context.Context, a *Applier, job *river.Job[T], ow
 		}
 		var locked map[EventKey]*lockedRow
 		if err == nil {
-			locked, err = lockForApply(ctx, tx, a.Registry, keys, force, a.Payloads)
+			locked, err = lockForApply(ctx, tx, a.Registry, keys, force, a.Payloads, a.Sealer)
+		}
+		if err == nil {
+			err = unplanApply(ctx, tx)
 		}
 		if err != nil {
 			fail = &failure{attempt: Attempt{Seen: -1}, err: err, kind: classify(ctx, a.DB, tx, err)}

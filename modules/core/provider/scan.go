@@ -63,20 +63,52 @@ func scanObject(body []byte, fn memberFunc) error {
 // s.value(depth) does, and may read what it scanned.
 type memberFunc func(s *scanner, depth int, key []byte, index int) error
 
-// member is a top-level member to read and where its value goes.
-type member = Field
-
 // decodeMembers reads the named top-level members of body, those that
 // identify the event, in the one pass that checks the whole body: as
 // decoding it into a struct with those fields would (null leaves a value
-// as it was), except that each must appear once and exactly so
-// (Field.Unique). A parser that reads its identity this way needs no
-// Provider.BodyKeys.
+// as it was), except that each must appear once and exactly so: a second
+// occurrence, or one under another case, is refused, where decoding into a
+// struct would take the last one case-insensitively and PostgreSQL's jsonb
+// the last exact one, so that such a body would be claimed under one id
+// and read under another. A parser that reads its identity this way needs
+// no Provider.BodyKeys. (Handlers read payloads with Fields.)
 func decodeMembers(body []byte, members ...member) error {
-	for i := range members {
-		members[i].Unique = true
-	}
-	return DecodeFields(body, members...)
+	var seen []bool // of the members met, made on the first one
+	return scanObject(body, func(s *scanner, depth int, key []byte, _ int) error {
+		var m *member
+		for i := range members {
+			if string(key) != members[i].Name {
+				if bytes.EqualFold(key, []byte(members[i].Name)) {
+					return fmt.Errorf("key %q is a case variant of %q, which identifies the event", key, members[i].Name)
+				}
+				continue
+			}
+			m = &members[i]
+			if seen == nil {
+				seen = make([]bool, len(members))
+			}
+			if seen[i] {
+				return fmt.Errorf("key %q appears twice", m.Name)
+			}
+			seen[i] = true
+			break
+		}
+		start := s.i
+		if err := s.value(depth); err != nil {
+			return err
+		}
+		if m == nil {
+			return nil
+		}
+		return m.set(s.b[start:s.i])
+	})
+}
+
+// member is a top-level member for decodeMembers: its name and where its
+// value goes. A *json.RawMessage receives the raw value without a copy.
+type member struct {
+	Name string
+	Dst  any
 }
 
 type scanner struct {
@@ -288,120 +320,21 @@ func (s *scanner) literal(word string) error {
 	return nil
 }
 
-// Field is one member for DecodeFields: its name and where its value
-// goes. A *json.RawMessage receives the raw value without a copy or a
-// second pass. Fields, when set, reads members of the value instead, in
-// the same pass: those of an object, or with List those of an array's
-// first element (a handler reading "the first item"). The value must have
-// that shape (or be null), as decoding into a struct or a slice of structs
-// requires; of a list's later elements only their being objects is
-// checked.
-//
-// Unique marks a member that identifies the event (an id, a type, an
-// occurrence time): a second occurrence, or one under another case, is
-// refused, where decoding into a struct would take the last one
-// case-insensitively and PostgreSQL's jsonb the last exact one, so that
-// such a body would be claimed under one id and read under another.
-type Field struct {
-	Name   string
-	Dst    any
-	Fields []Field
-	List   bool
-	Unique bool
-}
-
-// DecodeFields reads the named members of a JSON object, in one pass
-// that skips every other member without decoding it. Handlers use it to
-// read the few fields they need from a large payload, nested ones included
-// (Field.Fields), so that the payload is scanned once however deep they
-// are. Names match exactly, as PostgreSQL's jsonb reads them
-// (payload::jsonb->'data'->'object'->>'status'), not case-insensitively as
-// encoding/json does; a member it reads that appears twice in its object
-// is an error, as the two readers would disagree on which counts.
-func DecodeFields(body []byte, fields ...Field) error { return scanObject(body, decodeInto(fields)) }
-
-// decodeInto reads the members of an object that fields name.
-func decodeInto(fields []Field) memberFunc {
-	var seen []bool // of the fields met, made on the first one
-	return func(s *scanner, depth int, key []byte, _ int) error {
-		var f *Field
-		for i := range fields {
-			if string(key) != fields[i].Name {
-				if fields[i].Unique && bytes.EqualFold(key, []byte(fields[i].Name)) {
-					return fmt.Errorf("key %q is a case variant of %q, which identifies the event", key, fields[i].Name)
-				}
-				continue
-			}
-			f = &fields[i]
-			if seen == nil {
-				seen = make([]bool, len(fields))
-			}
-			if seen[i] {
-				return fmt.Errorf("key %q appears twice", f.Name)
-			}
-			seen[i] = true
-			break
-		}
-		if f != nil && len(f.Fields) > 0 && s.i < len(s.b) {
-			switch c := s.b[s.i]; {
-			case c == '{' && !f.List:
-				return s.container(depth+1, decodeInto(f.Fields))
-			case c == '[' && f.List:
-				return s.container(depth+1, firstElement(f.Fields))
-			}
-		}
-		start := s.i
-		if err := s.value(depth); err != nil {
-			return err
-		}
-		if f == nil {
-			return nil
-		}
-		return f.set(s.b[start:s.i])
-	}
-}
-
-// firstElement reads the members of an array's first element that fields
-// name; the other elements are only checked, each an object or null as
-// decoding into a slice of structs requires.
-func firstElement(fields []Field) memberFunc {
-	return func(s *scanner, depth int, _ []byte, index int) error {
-		if index == 0 && s.i < len(s.b) && s.b[s.i] == '{' {
-			return s.container(depth+1, decodeInto(fields))
-		}
-		start := s.i
-		if err := s.value(depth); err != nil {
-			return err
-		}
-		if v := s.b[start:s.i]; v[0] != '{' && !bytes.Equal(v, []byte("null")) {
-			return fmt.Errorf("json: cannot unmarshal %s into an object", kind(v))
-		}
-		return nil
-	}
-}
-
 // set stores the raw value of f's member, as encoding/json would: null
 // leaves the destination as it was, except a *json.RawMessage, which
 // receives null as it receives any value.
-func (f *Field) set(value []byte) error {
-	if dst, ok := f.Dst.(*json.RawMessage); ok && len(f.Fields) == 0 {
+func (f *member) set(value []byte) error {
+	if dst, ok := f.Dst.(*json.RawMessage); ok {
 		*dst = value
 		return nil
 	}
 	if bytes.Equal(value, []byte("null")) {
 		return nil
 	}
-	if len(f.Fields) > 0 {
-		want := "an object"
-		if f.List {
-			want = "a list"
-		}
-		return fmt.Errorf("json: cannot unmarshal %s into field %s (want %s)", kind(value), f.Name, want)
-	}
 	switch dst := f.Dst.(type) {
 	case *string:
-		// Most strings a handler reads are ids without escapes: taken as
-		// they are, they skip encoding/json's second scan and reflection.
+		// Most ids have no escapes: taken as they are, they skip
+		// encoding/json's second scan and reflection.
 		if value[0] == '"' {
 			if v := value[1 : len(value)-1]; bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
 				*dst = string(v)

@@ -7,6 +7,6 @@
 // Order still matters (an old push must not move a branch back), so writes
 // are guarded by repository.pushed_at, and two pushes of one second are
 // ordered by their before/after chain. An apply transaction writes its
-// pushes when it ends, in branch order (ledger.Stage), so that concurrent
-// applies of pushes to the same branches cannot deadlock.
+// pushes when it ends, branch by branch (a ledger.Write), so that
+// concurrent applies of pushes to the same branches cannot deadlock.
 package branchhead

@@ -1,13 +1,11 @@
 package payment
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -26,6 +24,7 @@ type Config struct {
 // Register adds the module's handlers and its receipt worker.
 func Register(reg *ledger.Registry, cfg Config) {
 	m := &module{cfg: cfg}
+	m.payments = ledger.NewWrite(reg, ledger.WriteFuncs[payKey, Payment]{Merge: mergePayment, Flush: flushPayments})
 	reg.Handle("stripe", "payment_intent.succeeded", m.stripePaymentIntent)
 	reg.Handle("stripe", "charge.refunded", m.stripeChargeRefunded)
 	reg.Handle("stripe", "invoice.paid", m.stripeInvoicePaid)
@@ -34,22 +33,22 @@ func Register(reg *ledger.Registry, cfg Config) {
 }
 
 type module struct {
-	cfg Config
+	cfg      Config
+	payments *ledger.Write[payKey, Payment]
 }
 
 // Payment is one provider payment as an event describes it.
 type Payment struct {
-	// Namespace is the ledger namespace of the event: each account's
-	// payments are its own.
-	Namespace      string
-	Provider       string
-	ExternalID     string
 	CustomerID     string
 	Amount         int64
 	AmountRefunded int64
 	Currency       string
 	Version        int64
 }
+
+// payKey is a payment row's unique key. Namespace is the ledger namespace
+// of the event: each account's payments are its own.
+type payKey struct{ Namespace, Provider, ExternalID string }
 
 // statusOf follows from the amounts.
 func statusOf(amount, refunded int64) string {
@@ -63,55 +62,36 @@ func statusOf(amount, refunded int64) string {
 	}
 }
 
-// paymentsKey stages the payment merges of a batch.
-type paymentsKey struct{}
-
-// payKey is a payment row's unique key.
-type payKey struct{ namespace, provider, externalID string }
-
-// merges is the payments a batch's events describe, each folded into one
-// per row: a merge only moves amounts, refunds and the version forward and
-// fills an empty customer or currency, so folding in apply order and then
-// merging once gives the row that merging each event in turn would.
-type merges struct {
-	order []payKey
-	byKey map[payKey]*Payment
+// mergePayment folds two events' payments of one row: amounts, refunds
+// and the version only move forward and an empty customer or currency is
+// filled, which is also how the row merges them (flushPayments), so
+// folding a batch's events first and merging once gives the row that
+// merging each event in turn would.
+func mergePayment(older, newer Payment) Payment {
+	if older.CustomerID == "" {
+		older.CustomerID = newer.CustomerID
+	}
+	if older.Currency == "" {
+		older.Currency = newer.Currency
+	}
+	older.Amount, older.AmountRefunded = max(older.Amount, newer.Amount), max(older.AmountRefunded, newer.AmountRefunded)
+	older.Version = max(older.Version, newer.Version)
+	return older
 }
 
-func (ms *merges) add(p Payment) {
-	k := payKey{p.Namespace, p.Provider, p.ExternalID}
-	f, ok := ms.byKey[k]
-	if !ok {
-		ms.order = append(ms.order, k)
-		ms.byKey[k] = &p
-		return
-	}
-	if f.CustomerID == "" {
-		f.CustomerID = p.CustomerID
-	}
-	if f.Currency == "" {
-		f.Currency = p.Currency
-	}
-	f.Amount, f.AmountRefunded, f.Version = max(f.Amount, p.Amount), max(f.AmountRefunded, p.AmountRefunded), max(f.Version, p.Version)
-}
-
-// Flush merges the batch's payments in one statement, in key order (rows
-// are locked in that order, so batches that share rows wait for each
-// other instead of deadlocking), and enqueues one receipt for each row it
-// created, in the same transaction.
-func (ms *merges) Flush(ctx context.Context, tx *ledger.Tx) error {
-	slices.SortFunc(ms.order, func(a, b payKey) int {
-		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.provider, b.provider), cmp.Compare(a.externalID, b.externalID))
-	})
-	n := len(ms.order)
+// flushPayments merges the batch's payments into their rows in one
+// statement, and enqueues one receipt for each row it created, in the same
+// transaction.
+func flushPayments(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[payKey, Payment]) error {
+	n := len(entries)
 	var (
 		namespaces, providers, ids, customers = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		currencies, statuses                  = make([]string, n), make([]string, n)
 		amounts, refunded, versions           = make([]int64, n), make([]int64, n), make([]int64, n)
 	)
-	for i, k := range ms.order {
-		p := ms.byKey[k]
-		namespaces[i], providers[i], ids[i], customers[i] = p.Namespace, p.Provider, p.ExternalID, p.CustomerID
+	for i, e := range entries {
+		k, p := e.Key, e.Value
+		namespaces[i], providers[i], ids[i], customers[i] = k.Namespace, k.Provider, k.ExternalID, p.CustomerID
 		currencies[i], statuses[i] = p.Currency, statusOf(p.Amount, p.AmountRefunded)
 		amounts[i], refunded[i], versions[i] = p.Amount, p.AmountRefunded, p.Version
 	}
@@ -141,11 +121,11 @@ func (ms *merges) Flush(ctx context.Context, tx *ledger.Tx) error {
 			k       payKey
 			created bool
 		)
-		if err := rows.Scan(&k.namespace, &k.provider, &k.externalID, &created); err != nil {
+		if err := rows.Scan(&k.Namespace, &k.Provider, &k.ExternalID, &created); err != nil {
 			return fmt.Errorf("merge %d payment(s): %w", n, err)
 		}
 		if created {
-			receipts = append(receipts, river.InsertManyParams{Args: ReceiptArgs{PaymentID: k.externalID, Provider: k.provider, Namespace: k.namespace}})
+			receipts = append(receipts, river.InsertManyParams{Args: ReceiptArgs{PaymentID: k.ExternalID, Provider: k.Provider, Namespace: k.Namespace}})
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -154,67 +134,45 @@ func (ms *merges) Flush(ctx context.Context, tx *ledger.Tx) error {
 	return tx.InsertJobs(ctx, receipts)
 }
 
-// record stages p's merge into the payment table, which runs once for the
-// batch's events (merges.Flush) and enqueues the one receipt of a payment
-// when it creates its row: in the transaction that creates it.
-func (m *module) record(_ context.Context, tx *ledger.Tx, ev *ledger.Event, p Payment) error {
-	p.Namespace = ev.Namespace
-	ledger.Stage(tx, paymentsKey{}, func() *merges { return &merges{byKey: map[payKey]*Payment{}} }).add(p)
-	return nil
+// record stages p's merge into the payment row of provider's external id
+// in the event's namespace; the row, and the one receipt of a payment when
+// its row is created, are written once for the batch (flushPayments).
+func (m *module) record(tx *ledger.Tx, ev *ledger.Event, provider, externalID string, p Payment) {
+	m.payments.Put(tx, payKey{Namespace: ev.Namespace, Provider: provider, ExternalID: externalID}, p)
 }
 
-// stripeObject is the data.object of the Stripe events handled here.
+// stripeObject is the part of the Stripe events handled here that is
+// used: the event's created and fields of its data.object.
 type stripeObject struct {
-	ID             string          `json:"id"`
-	Amount         int64           `json:"amount"`
-	AmountReceived int64           `json:"amount_received"`
-	AmountRefunded int64           `json:"amount_refunded"`
-	AmountPaid     int64           `json:"amount_paid"`
-	Currency       string          `json:"currency"`
-	Customer       json.RawMessage `json:"customer"`
-	PaymentIntent  json.RawMessage `json:"payment_intent"`
-	Payments       struct {
-		Data []struct {
-			Payment struct {
-				PaymentIntent json.RawMessage `json:"payment_intent"`
-			} `json:"payment"`
-		} `json:"data"`
-	} `json:"payments"`
+	Created        int64                 `field:"created"`
+	ID             string                `field:"data.object.id"`
+	Amount         int64                 `field:"data.object.amount"`
+	AmountReceived int64                 `field:"data.object.amount_received"`
+	AmountRefunded int64                 `field:"data.object.amount_refunded"`
+	AmountPaid     int64                 `field:"data.object.amount_paid"`
+	Currency       string                `field:"data.object.currency"`
+	Customer       provider.ExpandableID `field:"data.object.customer"`
+	PaymentIntent  provider.ExpandableID `field:"data.object.payment_intent"`
+	// Payments is an invoice's payments list, whose elements are read
+	// one by one (invoicePayment).
+	Payments json.RawMessage `field:"data.object.payments.data"`
 }
 
-// decodeStripe reads the event's created and the fields of its
-// data.object in the one pass of provider.DecodeFields, which skips the
-// rest of the event without decoding it; only the invoice's payments list,
-// small, is decoded as a whole.
-func decodeStripe(ev *ledger.Event) (stripeObject, int64, error) {
-	var (
-		created  int64
-		o        stripeObject
-		payments json.RawMessage
-	)
-	object := []provider.Field{
-		{Name: "id", Dst: &o.ID}, {Name: "amount", Dst: &o.Amount}, {Name: "amount_received", Dst: &o.AmountReceived},
-		{Name: "amount_refunded", Dst: &o.AmountRefunded}, {Name: "amount_paid", Dst: &o.AmountPaid},
-		{Name: "currency", Dst: &o.Currency}, {Name: "customer", Dst: &o.Customer},
-		{Name: "payment_intent", Dst: &o.PaymentIntent},
-		{Name: "payments", Fields: []provider.Field{{Name: "data", Dst: &payments}}},
-	}
-	err := provider.DecodeFields(ev.Payload, provider.Field{Name: "created", Dst: &created},
-		provider.Field{Name: "data", Fields: []provider.Field{{Name: "object", Fields: object}}})
-	if err == nil && len(payments) > 0 {
-		err = json.Unmarshal(payments, &o.Payments.Data)
-	}
+var stripeFields = provider.FieldsOf[stripeObject]()
+
+func decodeStripe(ev *ledger.Event) (stripeObject, error) {
+	o, err := stripeFields.Read(ev.Payload)
 	if err != nil {
-		return stripeObject{}, 0, ledger.Permanent(fmt.Errorf("decode %s: %w", ev.Type, err))
+		return stripeObject{}, ledger.Permanent(fmt.Errorf("decode %s: %w", ev.Type, err))
 	}
 	if o.ID == "" {
-		return stripeObject{}, 0, ledger.Permanent(fmt.Errorf("%s without data.object.id", ev.Type))
+		return stripeObject{}, ledger.Permanent(fmt.Errorf("%s without data.object.id", ev.Type))
 	}
-	return o, created, nil
+	return o, nil
 }
 
-func (m *module) stripePaymentIntent(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	pi, created, err := decodeStripe(ev)
+func (m *module) stripePaymentIntent(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+	pi, err := decodeStripe(ev)
 	if err != nil {
 		return err
 	}
@@ -222,81 +180,94 @@ func (m *module) stripePaymentIntent(ctx context.Context, tx *ledger.Tx, ev *led
 	if amount == 0 {
 		amount = pi.Amount
 	}
-	return m.record(ctx, tx, ev, Payment{
-		Provider: "stripe", ExternalID: pi.ID, CustomerID: provider.StripeID(pi.Customer),
-		Amount: amount, Currency: pi.Currency, Version: created,
+	m.record(tx, ev, "stripe", pi.ID, Payment{
+		CustomerID: string(pi.Customer), Amount: amount, Currency: pi.Currency, Version: pi.Created,
 	})
+	return nil
 }
 
 // stripeChargeRefunded applies a refund to the charge's PaymentIntent; the
 // charge's amount_refunded is cumulative. A charge without a PaymentIntent
 // is its own payment.
-func (m *module) stripeChargeRefunded(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	ch, created, err := decodeStripe(ev)
+func (m *module) stripeChargeRefunded(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+	ch, err := decodeStripe(ev)
 	if err != nil {
 		return err
 	}
-	id := provider.StripeID(ch.PaymentIntent)
+	id := string(ch.PaymentIntent)
 	if id == "" {
 		id = ch.ID
 	}
-	return m.record(ctx, tx, ev, Payment{
-		Provider: "stripe", ExternalID: id, CustomerID: provider.StripeID(ch.Customer),
-		Amount: ch.Amount, AmountRefunded: ch.AmountRefunded, Currency: ch.Currency, Version: created,
+	m.record(tx, ev, "stripe", id, Payment{
+		CustomerID: string(ch.Customer), Amount: ch.Amount, AmountRefunded: ch.AmountRefunded, Currency: ch.Currency, Version: ch.Created,
 	})
+	return nil
 }
+
+// invoicePayment is the part of an invoice's payment used.
+type invoicePayment struct {
+	PaymentIntent provider.ExpandableID `field:"payment.payment_intent"`
+}
+
+var invoicePaymentFields = provider.FieldsOf[invoicePayment]()
 
 // stripeInvoicePaid adds to the invoice's PaymentIntent, never a payment of
 // its own.
-func (m *module) stripeInvoicePaid(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	inv, created, err := decodeStripe(ev)
+func (m *module) stripeInvoicePaid(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+	inv, err := decodeStripe(ev)
 	if err != nil {
 		return err
 	}
-	pi := provider.StripeID(inv.PaymentIntent)
-	for _, p := range inv.Payments.Data {
+	var payments []json.RawMessage
+	if len(inv.Payments) > 0 {
+		if err := json.Unmarshal(inv.Payments, &payments); err != nil {
+			return ledger.Permanent(fmt.Errorf("decode %s payments: %w", ev.Type, err))
+		}
+	}
+	pi := string(inv.PaymentIntent)
+	for _, raw := range payments {
+		p, err := invoicePaymentFields.Read(raw)
+		if err != nil {
+			return ledger.Permanent(fmt.Errorf("decode %s payments: %w", ev.Type, err))
+		}
 		if pi == "" {
-			pi = provider.StripeID(p.Payment.PaymentIntent)
+			pi = string(p.PaymentIntent)
 		}
 	}
 	if pi == "" {
 		return nil // paid without a PaymentIntent (credit, out of band): nothing to record
 	}
-	return m.record(ctx, tx, ev, Payment{
-		Provider: "stripe", ExternalID: pi, CustomerID: provider.StripeID(inv.Customer),
-		Amount: inv.AmountPaid, Currency: inv.Currency, Version: created,
+	m.record(tx, ev, "stripe", pi, Payment{
+		CustomerID: string(inv.Customer), Amount: inv.AmountPaid, Currency: inv.Currency, Version: inv.Created,
 	})
+	return nil
 }
 
-func (m *module) paddleTransaction(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	// Exact keys, as payload::jsonb reads them.
-	var e struct {
-		OccurredAt time.Time
-		Data       struct {
-			ID, CustomerID, CurrencyCode, GrandTotal string
-		}
-	}
-	var occurred string
-	err := provider.DecodeFields(ev.Payload, provider.Field{Name: "occurred_at", Dst: &occurred},
-		provider.Field{Name: "data", Fields: []provider.Field{
-			{Name: "id", Dst: &e.Data.ID}, {Name: "customer_id", Dst: &e.Data.CustomerID}, {Name: "currency_code", Dst: &e.Data.CurrencyCode},
-			{Name: "details", Fields: []provider.Field{{Name: "totals", Fields: []provider.Field{{Name: "grand_total", Dst: &e.Data.GrandTotal}}}}},
-		}})
-	if err == nil && occurred != "" {
-		e.OccurredAt, err = time.Parse(time.RFC3339Nano, occurred)
-	}
+// paddleTransaction is the part of a Paddle transaction.completed used.
+type paddleTransaction struct {
+	OccurredAt time.Time `field:"occurred_at"`
+	ID         string    `field:"data.id"`
+	CustomerID string    `field:"data.customer_id"`
+	Currency   string    `field:"data.currency_code"`
+	GrandTotal string    `field:"data.details.totals.grand_total"`
+}
+
+var paddleFields = provider.FieldsOf[paddleTransaction]()
+
+func (m *module) paddleTransaction(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+	t, err := paddleFields.Read(ev.Payload)
 	if err != nil {
 		return ledger.Permanent(fmt.Errorf("decode transaction.completed: %w", err))
 	}
-	if e.Data.ID == "" {
+	if t.ID == "" {
 		return ledger.Permanent(errors.New("transaction.completed without data.id"))
 	}
-	amount, err := strconv.ParseInt(e.Data.GrandTotal, 10, 64)
+	amount, err := strconv.ParseInt(t.GrandTotal, 10, 64)
 	if err != nil {
-		return ledger.Permanent(fmt.Errorf("transaction %s grand_total %q: %w", e.Data.ID, e.Data.GrandTotal, err))
+		return ledger.Permanent(fmt.Errorf("transaction %s grand_total %q: %w", t.ID, t.GrandTotal, err))
 	}
-	return m.record(ctx, tx, ev, Payment{
-		Provider: "paddle", ExternalID: e.Data.ID, CustomerID: e.Data.CustomerID,
-		Amount: amount, Currency: e.Data.CurrencyCode, Version: e.OccurredAt.UnixMicro(),
+	m.record(tx, ev, "paddle", t.ID, Payment{
+		CustomerID: t.CustomerID, Amount: amount, Currency: t.Currency, Version: t.OccurredAt.UnixMicro(),
 	})
+	return nil
 }

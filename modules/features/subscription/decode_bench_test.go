@@ -12,7 +12,7 @@ func BenchmarkDecodeStripeEvent(b *testing.B) {
 	}
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := decodeStripeEvent(body); err != nil {
+		if _, err := stripeFields.Read(body); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -20,8 +20,8 @@
 // version. Every tie is counted in hookledger_version_ties_total
 // (resolution applied, kept or refetched).
 //
-// The states of a batch's events are staged (ledger.Stage) and written
-// together (write.go): the batch's rows are locked in key order, each event
-// is decided as if written alone, in the order the apply ran them, and the
-// winners are updated and inserted in one statement each.
+// The states of a batch's events go to a ledger.Write (write.go): the
+// apply reads the batch's stored rows, decides each event against the row
+// as the events before it left it, in the order it applied them (merge),
+// and writes the winners in one statement.
 package subscription

@@ -25,9 +25,11 @@ type Config struct {
 	StripeAPI provider.StripeAPI
 }
 
-// Register adds the module's event handlers and its re-fetch worker.
+// Register adds the module's event handlers, its write and its re-fetch
+// worker.
 func Register(reg *ledger.Registry, cfg Config) {
 	m := &module{cfg: cfg}
+	m.states = ledger.NewWrite(reg, ledger.WriteFuncs[subKey, state]{Merge: m.merge, Load: loadStates, Flush: flushStates})
 	for _, t := range stripeTypes {
 		reg.Handle("stripe", t, m.applyStripe)
 	}
@@ -54,34 +56,25 @@ var (
 )
 
 type module struct {
-	cfg Config
-}
-
-// state is one version of a subscription, ready to be written.
-type state struct {
-	Namespace  string
-	Provider   string
-	ExternalID string
-	CustomerID string
-	Plan       string
-	Status     string
-	Version    int64
-	Rank       int
-	EventID    string
-	// refetchTie asks for a re-fetch job when this state ties the stored one.
-	refetchTie bool
+	cfg    Config
+	states *ledger.Write[subKey, state]
 }
 
 // stripeEvent is the part of a Stripe customer.subscription.* event used.
 type stripeEvent struct {
-	Created int64 `json:"created"`
-	Data    struct {
-		Object stripeSubscription `json:"object"`
-	} `json:"data"`
+	Created  int64                 `field:"created"`
+	ID       string                `field:"data.object.id"`
+	Customer provider.ExpandableID `field:"data.object.customer"`
+	Status   string                `field:"data.object.status"`
+	// The first item's price id, or on old API versions its plan's.
+	Price string `field:"data.object.items.data.0.price.id"`
+	Plan  string `field:"data.object.items.data.0.plan.id"`
 }
 
-// stripeSubscription is the part of a Stripe subscription used, in an
-// event's data.object or as the API answers it.
+var stripeFields = provider.FieldsOf[stripeEvent]()
+
+// stripeSubscription is the part of a Stripe subscription used, as the
+// API answers it (refetch.go).
 type stripeSubscription struct {
 	ID       string          `json:"id"`
 	Customer json.RawMessage `json:"customer"`
@@ -107,124 +100,72 @@ func (o *stripeSubscription) plan() string {
 	if len(o.Items.Data) == 0 {
 		return ""
 	}
-	if id := o.Items.Data[0].Price.ID; id != "" {
-		return id
-	}
-	return o.Items.Data[0].Plan.ID
+	return planOf(o.Items.Data[0].Price.ID, o.Items.Data[0].Plan.ID)
 }
 
-// decodeStripeEvent reads the fields used in one pass over the payload,
-// skipping the rest of a large event (a subscription's items, plans and
-// metadata) without decoding it: decoding the payload was most of an
-// apply's CPU, and reading each nested level again, or the items with
-// encoding/json, still half of it.
-func decodeStripeEvent(payload []byte) (stripeEvent, error) {
-	var (
-		se    stripeEvent
-		first stripeItem
-	)
-	o := &se.Data.Object
-	item := []provider.Field{
-		{Name: "price", Fields: []provider.Field{{Name: "id", Dst: &first.Price.ID}}},
-		{Name: "plan", Fields: []provider.Field{{Name: "id", Dst: &first.Plan.ID}}},
+// planOf is a first item's price id, else its legacy plan id.
+func planOf(price, plan string) string {
+	if price != "" {
+		return price
 	}
-	object := []provider.Field{
-		{Name: "id", Dst: &o.ID}, {Name: "customer", Dst: &o.Customer}, {Name: "status", Dst: &o.Status},
-		{Name: "items", Fields: []provider.Field{{Name: "data", Fields: item, List: true}}},
-	}
-	err := provider.DecodeFields(payload, provider.Field{Name: "created", Dst: &se.Created},
-		provider.Field{Name: "data", Fields: []provider.Field{{Name: "object", Fields: object}}})
-	if first != (stripeItem{}) {
-		// Only the first item is read (plan), so it stands for the list.
-		o.Items.Data = []stripeItem{first}
-	}
-	return se, err
+	return plan
 }
 
-func (m *module) applyStripe(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	se, err := decodeStripeEvent(ev.Payload)
+func (m *module) applyStripe(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+	se, err := stripeFields.Read(ev.Payload)
 	if err != nil {
 		return ledger.Permanent(fmt.Errorf("decode subscription event: %w", err))
 	}
-	obj := se.Data.Object
-	if obj.ID == "" || se.Created <= 0 {
+	if se.ID == "" || se.Created <= 0 {
 		return ledger.Permanent(errors.New("subscription event without data.object.id or created"))
 	}
-	status := obj.Status
+	status := se.Status
 	if ev.Type == "customer.subscription.deleted" {
 		status = "canceled"
 	}
-	s := state{
-		Namespace:  ev.Namespace,
-		Provider:   "stripe",
-		ExternalID: obj.ID,
-		CustomerID: provider.StripeID(obj.Customer),
-		Plan:       obj.plan(),
+	m.states.Put(tx, subKey{Namespace: ev.Namespace, Provider: "stripe", ExternalID: se.ID}, state{
+		CustomerID: string(se.Customer),
+		Plan:       planOf(se.Price, se.Plan),
 		Status:     status,
 		Version:    se.Created,
 		Rank:       rankOf(status, ev.Type),
 		EventID:    ev.EventID,
-	}
-	// A tie's truth is one API call away, but never inside the apply: the
-	// call goes out from a job of its own, committed with this apply.
-	s.refetchTie = m.cfg.StripeAPI.Key != ""
-	m.stage(tx, s)
+		// A tie's truth is one API call away, but never inside the apply:
+		// the call goes out from a job of its own, committed with this
+		// apply.
+		refetchTie: m.cfg.StripeAPI.Key != "",
+	})
 	return nil
 }
 
 // paddleEvent is the part of a Paddle Billing subscription.* event used.
 type paddleEvent struct {
-	OccurredAt time.Time
-	Data       struct {
-		ID, Status, CustomerID string
-		// Plan is the first item's price id.
-		Plan string
-	}
+	OccurredAt time.Time `field:"occurred_at"`
+	ID         string    `field:"data.id"`
+	Status     string    `field:"data.status"`
+	CustomerID string    `field:"data.customer_id"`
+	// Plan is the first item's price id.
+	Plan string `field:"data.items.0.price.id"`
 }
 
-// decodePaddleEvent reads a Paddle subscription event in one pass, under
-// exact keys, as payload::jsonb reads them.
-func decodePaddleEvent(payload []byte) (paddleEvent, error) {
-	var (
-		pe       paddleEvent
-		occurred string
-	)
-	d := &pe.Data
-	err := provider.DecodeFields(payload, provider.Field{Name: "occurred_at", Dst: &occurred},
-		provider.Field{Name: "data", Fields: []provider.Field{
-			{Name: "id", Dst: &d.ID}, {Name: "status", Dst: &d.Status}, {Name: "customer_id", Dst: &d.CustomerID},
-			{Name: "items", List: true, Fields: []provider.Field{{Name: "price", Fields: []provider.Field{{Name: "id", Dst: &d.Plan}}}}},
-		}})
-	if err != nil {
-		return pe, err
-	}
-	if occurred != "" {
-		if pe.OccurredAt, err = time.Parse(time.RFC3339Nano, occurred); err != nil {
-			return pe, fmt.Errorf("occurred_at: %w", err)
-		}
-	}
-	return pe, nil
-}
+var paddleFields = provider.FieldsOf[paddleEvent]()
 
 // applyPaddle writes a Paddle subscription; its version is the event's
 // occurred_at in Unix microseconds.
-func (m *module) applyPaddle(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	pe, err := decodePaddleEvent(ev.Payload)
+func (m *module) applyPaddle(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+	pe, err := paddleFields.Read(ev.Payload)
 	if err != nil {
 		return ledger.Permanent(fmt.Errorf("decode paddle subscription event: %w", err))
 	}
-	if pe.Data.ID == "" || pe.OccurredAt.IsZero() {
+	if pe.ID == "" || pe.OccurredAt.IsZero() {
 		return ledger.Permanent(errors.New("paddle subscription event without data.id or occurred_at"))
 	}
-	m.stage(tx, state{
-		Namespace:  ev.Namespace,
-		Provider:   "paddle",
-		ExternalID: pe.Data.ID,
-		CustomerID: pe.Data.CustomerID,
-		Plan:       pe.Data.Plan,
-		Status:     pe.Data.Status,
+	m.states.Put(tx, subKey{Namespace: ev.Namespace, Provider: "paddle", ExternalID: pe.ID}, state{
+		CustomerID: pe.CustomerID,
+		Plan:       pe.Plan,
+		Status:     pe.Status,
 		Version:    pe.OccurredAt.UnixMicro(),
-		Rank:       rankOf(pe.Data.Status, ev.Type),
+		Rank:       rankOf(pe.Status, ev.Type),
 		EventID:    ev.EventID,
 	})
 	return nil

@@ -35,30 +35,33 @@ type module struct {
 	reg *ledger.Registry
 }
 
-// event is the part of a thin event used.
+// event is the part of a thin event used, in a delivery (Fields) and as
+// GET /v2/core/events/{id} answers it (encoding/json).
 type event struct {
-	ID            string    `json:"id"`
-	Object        string    `json:"object"`
-	Type          string    `json:"type"`
-	Created       time.Time `json:"created"`
-	Context       string    `json:"context"`
-	SnapshotEvent string    `json:"snapshot_event"`
-	RelatedObject *related  `json:"related_object"`
+	ID            string    `field:"id" json:"id"`
+	Object        string    `field:"object" json:"object"`
+	Type          string    `field:"type" json:"type"`
+	Created       time.Time `field:"created" json:"created"`
+	Context       string    `field:"context" json:"context"`
+	SnapshotEvent string    `field:"snapshot_event" json:"snapshot_event"`
+	RelatedObject related   `json:"related_object"`
 }
 
 // related is a thin event's related_object.
 type related struct {
-	ID   string `json:"id"`
-	Type string `json:"type"`
-	URL  string `json:"url"`
+	ID   string `field:"related_object.id" json:"id"`
+	Type string `field:"related_object.type" json:"type"`
+	URL  string `field:"related_object.url" json:"url"`
 }
+
+var eventFields = provider.FieldsOf[event]()
 
 // snapshotType is the classic type of a v1 thin event's type.
 func snapshotType(thinType string) string { return strings.TrimPrefix(thinType, "v1.") }
 
 func decode(payload []byte) (event, error) {
-	var te event
-	if err := json.Unmarshal(payload, &te); err != nil {
+	te, err := eventFields.Read(payload)
+	if err != nil {
 		return event{}, ledger.Permanent(fmt.Errorf("decode thin event: %w", err))
 	}
 	if te.Object != "v2.core.event" || te.Created.IsZero() {
@@ -89,8 +92,8 @@ func (m *module) apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) err
 	if !ok {
 		return ledger.Permanent(fmt.Errorf("%s: hookledger fetches no related object for %s events", te.ID, snap))
 	}
-	if te.RelatedObject != nil && te.RelatedObject.URL != "" {
-		if _, err := res.check(te.RelatedObject); err != nil {
+	if te.RelatedObject.URL != "" {
+		if _, err := res.check(&te.RelatedObject); err != nil {
 			return ledger.Permanent(fmt.Errorf("%s: %w", te.ID, err))
 		}
 	}
@@ -134,13 +137,13 @@ func (m *module) apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) err
 // path and, once fetched, its object and id): anything else is refused
 // with errRelated, before any request for it is made.
 func object(ctx context.Context, api provider.StripeAPI, te event, res resource) (json.RawMessage, error) {
-	rel := te.RelatedObject
-	if rel == nil || rel.URL == "" {
+	rel := &te.RelatedObject
+	if rel.URL == "" {
 		var full event
 		if err := api.Get(ctx, "/v2/core/events/"+url.PathEscape(te.ID), te.Context, &full); err != nil {
 			return nil, err
 		}
-		if rel = full.RelatedObject; rel == nil || rel.URL == "" {
+		if rel = &full.RelatedObject; rel.URL == "" {
 			return nil, &provider.APIRefusal{Status: "an event without a related object"}
 		}
 	}

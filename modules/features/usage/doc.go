@@ -12,6 +12,6 @@
 // an event again on purpose (requeue --force after a handler fix, or a
 // duplicate under CLAIM_MODE=log-only) replaces its delta instead of adding
 // it again. An apply transaction writes its deltas and totals when it
-// ends, the totals in key order (ledger.Stage), so that concurrent applies
+// ends, a statement each (two ledger.Writes), so that concurrent applies
 // of events of the same customers cannot deadlock.
 package usage

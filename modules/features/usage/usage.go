@@ -1,44 +1,53 @@
 package usage
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/provider"
 )
 
-// Register adds the module's handler.
+// Register adds the module's handler and its writes.
 func Register(reg *ledger.Registry) {
-	reg.Handle("standard", "usage.recorded", apply)
+	m := &module{
+		deltas: ledger.NewWrite(reg, ledger.WriteFuncs[eventKey, Recorded]{Merge: replaceDelta, Flush: flushDeltas}),
+		totals: ledger.NewWrite(reg, ledger.WriteFuncs[totalKey, move]{Merge: addMoves, Flush: flushTotals}),
+	}
+	reg.Handle("standard", "usage.recorded", m.apply)
+}
+
+type module struct {
+	deltas *ledger.Write[eventKey, Recorded]
+	totals *ledger.Write[totalKey, move]
 }
 
 // Recorded is the data of a usage.recorded event.
 type Recorded struct {
-	CustomerID string `json:"customer_id"`
-	Metric     string `json:"metric"`
-	Quantity   int64  `json:"quantity"`
+	CustomerID string `field:"data.customer_id"`
+	Metric     string `field:"data.metric"`
+	Quantity   int64  `field:"data.quantity"`
 }
 
-func apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	// Exact keys, as payload::jsonb->'data'->>'quantity' reads them.
-	var r Recorded
-	err := provider.DecodeFields(ev.Payload, provider.Field{Name: "data", Fields: []provider.Field{
-		{Name: "customer_id", Dst: &r.CustomerID}, {Name: "metric", Dst: &r.Metric}, {Name: "quantity", Dst: &r.Quantity}}})
+var recordedFields = provider.FieldsOf[Recorded]()
+
+func (m *module) apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+	r, err := recordedFields.Read(ev.Payload)
 	if err != nil {
 		return ledger.Permanent(fmt.Errorf("decode usage.recorded: %w", err))
 	}
 	if r.CustomerID == "" || r.Metric == "" {
 		return ledger.Permanent(fmt.Errorf("usage.recorded without customer_id or metric"))
 	}
-	return record(ctx, tx, ev, r)
+	return m.record(ctx, tx, ev, r)
 }
+
+type (
+	eventKey struct{ Namespace, EventID string }
+	totalKey struct{ Namespace, CustomerID, Metric string }
+)
 
 // record makes r the event's effect on its total. The delta each event
 // added is kept in usage_delta, so that applying an event again (a forced
@@ -46,13 +55,10 @@ func apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
 // replaces its earlier delta instead of adding another: the total moves by
 // the difference, and by nothing when the event reads the same. The ledger
 // row's lock, held by the apply, serializes applies of one event. The
-// writes are staged and made when the apply ends (totals).
-func record(ctx context.Context, tx *ledger.Tx, ev *ledger.Event, r Recorded) error {
-	w := ledger.Stage(tx, totalsKey{}, func() *totals {
-		return &totals{deltas: map[eventKey]Recorded{}, moves: map[totalKey]*move{}}
-	})
+// writes are made when the apply ends (flushDeltas, flushTotals).
+func (m *module) record(ctx context.Context, tx *ledger.Tx, ev *ledger.Event, r Recorded) error {
 	ek := eventKey{ev.Namespace, ev.EventID}
-	prev, ok := w.deltas[ek]
+	prev, ok := m.deltas.Get(tx, ek)
 	if !ok {
 		err := tx.QueryRowContext(ctx, `SELECT customer_id, metric, quantity FROM usage_delta WHERE namespace = $1 AND event_id = $2`,
 			ev.Namespace, ev.EventID).Scan(&prev.CustomerID, &prev.Metric, &prev.Quantity)
@@ -65,21 +71,37 @@ func record(ctx context.Context, tx *ledger.Tx, ev *ledger.Event, r Recorded) er
 	}
 	if prev.CustomerID != "" && (prev.CustomerID != r.CustomerID || prev.Metric != r.Metric) {
 		// The fixed handler reads another total: take the delta off the old one.
-		w.add(totalKey{ev.Namespace, prev.CustomerID, prev.Metric}, -prev.Quantity, false)
+		m.totals.Put(tx, totalKey{ev.Namespace, prev.CustomerID, prev.Metric}, move{by: -prev.Quantity})
 		prev = Recorded{}
 	}
-	w.add(totalKey{ev.Namespace, r.CustomerID, r.Metric}, r.Quantity-prev.Quantity, true)
-	w.deltas[ek] = r
+	m.totals.Put(tx, totalKey{ev.Namespace, r.CustomerID, r.Metric}, move{by: r.Quantity - prev.Quantity, create: true})
+	m.deltas.Put(tx, ek, r)
 	return nil
 }
 
-// totalsKey stages the module's writes in an apply transaction.
-type totalsKey struct{}
+// replaceDelta keeps an event's newer delta: applied again, the event
+// replaces what it added.
+func replaceDelta(_, newer Recorded) Recorded { return newer }
 
-type (
-	eventKey struct{ namespace, eventID string }
-	totalKey struct{ namespace, customerID, metric string }
-)
+// flushDeltas records what each event added, in one statement.
+func flushDeltas(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[eventKey, Recorded]) error {
+	n := len(entries)
+	namespaces, ids, customers, metrics, quantities := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+	for i, e := range entries {
+		namespaces[i], ids[i] = e.Key.Namespace, e.Key.EventID
+		customers[i], metrics[i], quantities[i] = e.Value.CustomerID, e.Value.Metric, e.Value.Quantity
+	}
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO usage_delta (namespace, event_id, customer_id, metric, quantity)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
+		ON CONFLICT (namespace, event_id) DO UPDATE
+		SET customer_id = EXCLUDED.customer_id, metric = EXCLUDED.metric, quantity = EXCLUDED.quantity, applied_at = CURRENT_TIMESTAMP`,
+		namespaces, ids, customers, metrics, quantities)
+	if err != nil {
+		return fmt.Errorf("record %d usage delta(s): %w", n, err)
+	}
+	return nil
+}
 
 // move is what an apply adds to one total; create makes the total when it
 // has no row yet (an event's own delta does; taking an old delta off a
@@ -89,64 +111,55 @@ type move struct {
 	create bool
 }
 
-// totals are an apply transaction's usage writes: each event's delta, and
-// what the transaction adds to each total, the sum of its events' moves.
-// They are written when it ends (ledger.Staged), the totals in key order,
-// whatever the order of the events: two applies that share totals then
-// take the totals' row locks in one order and cannot deadlock, as they did
-// when each event wrote its total as the apply reached it. A sum does not
-// depend on the order of its terms, so the totals are those of writing
+// addMoves sums what a transaction's events add to one total: a sum does
+// not depend on the order of its terms, so the total is that of writing
 // each event alone, in order.
-type totals struct {
-	deltas map[eventKey]Recorded
-	moves  map[totalKey]*move
+func addMoves(older, newer move) move {
+	return move{by: older.by + newer.by, create: older.create || newer.create}
 }
 
-func (w *totals) add(k totalKey, by int64, create bool) {
-	m := w.moves[k]
-	if m == nil {
-		m = &move{}
-		w.moves[k] = m
-	}
-	m.by += by
-	m.create = m.create || create
-}
-
-// Flush writes the events' deltas and moves the totals, in key order.
-func (w *totals) Flush(ctx context.Context, tx *ledger.Tx) error {
-	events := slices.SortedFunc(maps.Keys(w.deltas), func(a, b eventKey) int {
-		return cmp.Or(strings.Compare(a.namespace, b.namespace), strings.Compare(a.eventID, b.eventID))
-	})
-	for _, k := range events {
-		d := w.deltas[k]
-		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO usage_delta (namespace, event_id, customer_id, metric, quantity) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (namespace, event_id) DO UPDATE
-			SET customer_id = EXCLUDED.customer_id, metric = EXCLUDED.metric, quantity = EXCLUDED.quantity, applied_at = CURRENT_TIMESTAMP`,
-			k.namespace, k.eventID, d.CustomerID, d.Metric, d.Quantity); err != nil {
-			return fmt.Errorf("record usage delta of %s: %w", k.eventID, err)
-		}
-	}
-	keys := slices.SortedFunc(maps.Keys(w.moves), func(a, b totalKey) int {
-		return cmp.Or(strings.Compare(a.namespace, b.namespace), strings.Compare(a.customerID, b.customerID),
-			strings.Compare(a.metric, b.metric))
-	})
-	for _, k := range keys {
-		m := w.moves[k]
-		var err error
-		if m.create {
-			_, err = tx.ExecContext(ctx, `
-				INSERT INTO usage_total AS u (namespace, customer_id, metric, quantity) VALUES ($1, $2, $3, $4)
-				ON CONFLICT (namespace, customer_id, metric) DO UPDATE
-				SET quantity = u.quantity + EXCLUDED.quantity, updated_at = CURRENT_TIMESTAMP`,
-				k.namespace, k.customerID, k.metric, m.by)
+// flushTotals moves the totals, those it may create in one statement and
+// those it only updates in another.
+func flushTotals(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[totalKey, move]) error {
+	var create, update columns
+	for _, e := range entries {
+		if e.Value.create {
+			create.add(e.Key, e.Value.by)
 		} else {
-			_, err = tx.ExecContext(ctx, `UPDATE usage_total SET quantity = quantity + $4, updated_at = CURRENT_TIMESTAMP
-				WHERE namespace = $1 AND customer_id = $2 AND metric = $3`, k.namespace, k.customerID, k.metric, m.by)
+			update.add(e.Key, e.Value.by)
 		}
+	}
+	if len(create.customers) > 0 {
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO usage_total AS u (namespace, customer_id, metric, quantity)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
+			ON CONFLICT (namespace, customer_id, metric) DO UPDATE
+			SET quantity = u.quantity + EXCLUDED.quantity, updated_at = CURRENT_TIMESTAMP`,
+			create.namespaces, create.customers, create.metrics, create.by)
 		if err != nil {
-			return fmt.Errorf("add usage %s/%s: %w", k.customerID, k.metric, err)
+			return fmt.Errorf("add usage to %d total(s): %w", len(create.customers), err)
+		}
+	}
+	if len(update.customers) > 0 {
+		_, err := tx.ExecContext(ctx, `
+			UPDATE usage_total u SET quantity = u.quantity + m.by, updated_at = CURRENT_TIMESTAMP
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS m(namespace, customer_id, metric, by)
+			WHERE u.namespace = m.namespace AND u.customer_id = m.customer_id AND u.metric = m.metric`,
+			update.namespaces, update.customers, update.metrics, update.by)
+		if err != nil {
+			return fmt.Errorf("move %d usage total(s): %w", len(update.customers), err)
 		}
 	}
 	return nil
+}
+
+// columns are totals' keys and moves, a slice per column.
+type columns struct {
+	namespaces, customers, metrics []string
+	by                             []int64
+}
+
+func (c *columns) add(k totalKey, by int64) {
+	c.namespaces, c.customers, c.metrics = append(c.namespaces, k.Namespace), append(c.customers, k.CustomerID), append(c.metrics, k.Metric)
+	c.by = append(c.by, by)
 }

@@ -1,6 +1,7 @@
 // Package ledgertest is the test harness modules share: a database of the
 // test's own, a registry, a River client built from it and helpers that
-// claim and apply events the way the HTTP path and the worker do.
+// claim and apply events the way the HTTP path and the worker do; and
+// Conformance, the suite every feature module's tests run on its events.
 package ledgertest
 
 import (
