@@ -24,11 +24,20 @@ func (b *bulkFlags) register(cmd *cobra.Command, dryRunHelp string) {
 // confirmation, --yes gives it, a person on a terminal is asked, and
 // without a terminal it is refused.
 func (b *bulkFlags) confirm(t terminal, n int64, what string) error {
-	if n <= 1 || b.yes {
+	if n <= 1 {
+		return nil
+	}
+	return ask(t, b.yes, "this would", what)
+}
+
+// ask lets a change go ahead: --yes (yes), or a person on a terminal, says
+// so; without a terminal it is refused, the refusal starting with lead.
+func ask(t terminal, yes bool, lead, what string) error {
+	if yes {
 		return nil
 	}
 	if !t.interactive {
-		return usageError("this would %s; pass --yes to confirm without a terminal, or --dry-run to see them", what)
+		return usageError("%s %s; pass --yes to confirm without a terminal, or --dry-run to see them", lead, what)
 	}
 	fmt.Fprintf(t.errOut, "This will %s. Continue? [y/N] ", what)
 	answer, _ := bufio.NewReader(t.in).ReadString('\n')

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -247,23 +246,10 @@ func driftSource(cfg *config.Config, namespace string) *intake.Source {
 	return intakeSource(cfg, "stripe", "stripe")
 }
 
-// confirmFix lets --fix go ahead: --yes, or a person on a terminal, says
-// so; without a terminal it is refused.
+// confirmFix lets --fix go ahead, even for one repair: --yes, or a person
+// on a terminal, says so; without a terminal it is refused.
 func confirmFix(t terminal, n int, yes bool) error {
-	what := fmt.Sprintf("claim %d repair event(s), which the workers apply to business rows", n)
-	switch {
-	case yes:
-		return nil
-	case !t.interactive:
-		return usageError("--fix would %s; pass --yes to confirm without a terminal, or --dry-run to see them", what)
-	}
-	fmt.Fprintf(t.errOut, "This will %s. Continue? [y/N] ", what)
-	answer, _ := bufio.NewReader(t.in).ReadString('\n')
-	switch strings.ToLower(strings.TrimSpace(answer)) {
-	case "y", "yes":
-		return nil
-	}
-	return fmt.Errorf("cancelled: nothing changed")
+	return ask(t, yes, "--fix would", fmt.Sprintf("claim %d repair event(s), which the workers apply to business rows", n))
 }
 
 // driftNames are the categories as the table shows them.
