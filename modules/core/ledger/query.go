@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,40 +28,122 @@ type Filter struct {
 	Type    string
 	Since   time.Time
 	Until   time.Time
-	// After is a keyset cursor: rows older than this id.
+	// After is a keyset cursor, the id of the last row of the previous
+	// page (List's next): rows after it in the list's order.
 	After int64
 	Limit int
 }
 
-func (f Filter) predicates() []predicate.WebhookEvent {
-	var ps []predicate.WebhookEvent
-	if f.Namespace != "" {
-		ps = append(ps, webhookevent.Namespace(f.Namespace))
+// ListScanLimit bounds the rows a list page reads when a filter has no
+// index of its own (source, type, namespace, settled, processing): the
+// page holds the matches among at most this many rows of the time window
+// (newest first), and its cursor goes on from there. A rare filter makes
+// short pages, even empty ones, each as fast as a full one, rather than
+// one page that scans the whole ledger.
+const ListScanLimit = 10_000
+
+// indexedStatus reports whether a status has a partial index of its own,
+// which holds its rows in received_at order: claimed and failed
+// (webhookevent_pending), discarded (webhookevent_discarded).
+func indexedStatus(s webhookevent.Status) bool {
+	return s == webhookevent.StatusClaimed || s == webhookevent.StatusFailed || s == webhookevent.StatusDiscarded
+}
+
+// statusIs matches one status as a literal, not a parameter: a prepared
+// statement's generic plan cannot prove a partial index's predicate from a
+// parameter, and would scan the ledger for a rare status instead. Only a
+// valid status is written into the statement.
+func statusIs(s webhookevent.Status) predicate.WebhookEvent {
+	if !ValidStatus(s) {
+		return webhookevent.StatusEQ(s)
 	}
+	return predicate.WebhookEvent(func(sel *entsql.Selector) {
+		sel.Where(entsql.ExprP(sel.C(webhookevent.FieldStatus) + " = '" + string(s) + "'"))
+	})
+}
+
+// namespacesSQL is every namespace in the ledger, read from the unique
+// index on (namespace, event_id) one namespace at a time (a loose index
+// scan): a few index probes however large the ledger, where an event id
+// alone would scan the whole index.
+const namespacesSQL = `ARRAY(WITH RECURSIVE ns(n) AS (
+		SELECT min(namespace) FROM webhook_event
+		UNION ALL
+		SELECT (SELECT min(namespace) FROM webhook_event WHERE namespace > ns.n) FROM ns WHERE ns.n IS NOT NULL)
+	SELECT n FROM ns WHERE n IS NOT NULL)`
+
+// inNamespace matches namespace, or, when it is "", any namespace in a way
+// that lets an event id find its rows through the unique index.
+func inNamespace(namespace string) predicate.WebhookEvent {
+	if namespace != "" {
+		return webhookevent.Namespace(namespace)
+	}
+	return predicate.WebhookEvent(func(sel *entsql.Selector) {
+		sel.Where(entsql.ExprP(sel.C(webhookevent.FieldNamespace) + " = ANY (" + namespacesSQL + ")"))
+	})
+}
+
+// listFields are the columns a list shows: every one but the payload and
+// the headers, which only an event's own page reads.
+var listFields = slices.DeleteFunc(slices.Clone(webhookevent.Columns), func(c string) bool {
+	return c == webhookevent.FieldPayload || c == webhookevent.FieldHeaders
+})
+
+// listConditions splits f into what selects rows in received_at order
+// through an index (the time window, the cursor, an indexed status, an
+// event id) and what is matched among those rows (source, type,
+// namespace, another status). The cursor row's received_at is read by its
+// id; a row gone since (pruned, with every older one) leaves the id alone
+// as the cursor. loose is scan with the cursor's tie-break on id left
+// out: what the index alone can answer.
+func (s *Store) listConditions(ctx context.Context, f Filter) (scan, loose, rest []predicate.WebhookEvent, err error) {
 	if f.EventID != "" {
-		ps = append(ps, webhookevent.EventID(f.EventID))
+		scan = append(scan, inNamespace(f.Namespace), webhookevent.EventID(f.EventID))
+	} else if f.Namespace != "" {
+		rest = append(rest, webhookevent.Namespace(f.Namespace))
 	}
-	if f.Status != "" {
-		ps = append(ps, webhookevent.StatusEQ(f.Status))
+	switch {
+	case f.Status == "":
+	case indexedStatus(f.Status):
+		scan = append(scan, statusIs(f.Status))
+	default:
+		rest = append(rest, statusIs(f.Status))
 	}
 	if f.Source != "" {
-		ps = append(ps, webhookevent.Source(f.Source))
+		rest = append(rest, webhookevent.Source(f.Source))
 	}
 	if prefix, ok := strings.CutSuffix(f.Type, "*"); ok {
-		ps = append(ps, webhookevent.EventTypeHasPrefix(prefix))
+		rest = append(rest, webhookevent.EventTypeHasPrefix(prefix))
 	} else if f.Type != "" {
-		ps = append(ps, webhookevent.EventType(f.Type))
+		rest = append(rest, webhookevent.EventType(f.Type))
 	}
 	if !f.Since.IsZero() {
-		ps = append(ps, webhookevent.ReceivedAtGTE(f.Since))
+		scan = append(scan, webhookevent.ReceivedAtGTE(f.Since))
 	}
 	if !f.Until.IsZero() {
-		ps = append(ps, webhookevent.ReceivedAtLT(f.Until))
+		scan = append(scan, webhookevent.ReceivedAtLT(f.Until))
 	}
+	loose = slices.Clone(scan)
 	if f.After > 0 {
-		ps = append(ps, webhookevent.IDLT(f.After))
+		var at time.Time
+		err := s.db.QueryRowContext(ctx, `SELECT received_at FROM webhook_event WHERE id = $1`, f.After).Scan(&at)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			scan = append(scan, webhookevent.IDLT(f.After))
+			loose = append(loose, webhookevent.IDLT(f.After))
+		case err != nil:
+			return nil, nil, nil, fmt.Errorf("list cursor %d: %w", f.After, err)
+		default:
+			scan = append(scan, webhookevent.ReceivedAtLTE(at),
+				webhookevent.Or(webhookevent.ReceivedAtLT(at), webhookevent.IDLT(f.After)))
+			loose = append(loose, webhookevent.ReceivedAtLTE(at))
+		}
 	}
-	return ps
+	if f.EventID != "" {
+		// At most one row per namespace: nothing to bound.
+		scan, rest = append(scan, rest...), nil
+	}
+	return scan, loose, rest, nil
 }
 
 // ValidStatus reports whether s is a ledger status.
@@ -68,24 +151,104 @@ func ValidStatus(s webhookevent.Status) bool {
 	return webhookevent.StatusValidator(s) == nil
 }
 
-// List returns matching rows newest first, and the cursor of the next page
-// (0 on the last page).
+// List returns matching rows newest first (by received_at, then id),
+// without their payload and headers, and the cursor of the next page (0 on
+// the last page). A filter without an index of its own is matched among
+// at most ListScanLimit rows per page, so a page may hold fewer rows than
+// asked, none even, and still have a next one.
 func (s *Store) List(ctx context.Context, f Filter) ([]*ent.WebhookEvent, int64, error) {
 	limit := min(max(f.Limit, 1), 500)
-	rows, err := s.ent.WebhookEvent.Query().
-		Where(f.predicates()...).
-		Order(webhookevent.ByID(entsql.OrderDesc())).
+	scan, loose, rest, err := s.listConditions(ctx, f)
+	if err != nil {
+		return nil, 0, err
+	}
+	// floor is the received_at of the ListScanLimit-th row the index
+	// conditions select, read from the index alone: the oldest this page
+	// looks at. None when fewer rows are left.
+	var floor []struct {
+		At time.Time `sql:"received_at"`
+	}
+	if len(rest) > 0 {
+		err := s.ent.WebhookEvent.Query().Where(loose...).
+			Order(webhookevent.ByReceivedAt(entsql.OrderDesc())).
+			Offset(ListScanLimit-1).Limit(1).
+			Select(webhookevent.FieldReceivedAt).Scan(ctx, &floor)
+		if err != nil {
+			return nil, 0, fmt.Errorf("list events: bound the scan: %w", err)
+		}
+	}
+	q := s.ent.WebhookEvent.Query().Where(scan...).Where(rest...)
+	if len(floor) > 0 {
+		q.Where(webhookevent.ReceivedAtGTE(floor[0].At))
+	}
+	rows, err := q.Order(webhookevent.ByReceivedAt(entsql.OrderDesc()), webhookevent.ByID(entsql.OrderDesc())).
 		Limit(limit + 1).
+		Select(listFields...).
 		All(ctx)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list events: %w", err)
 	}
 	var next int64
-	if len(rows) > limit {
+	switch {
+	case len(rows) > limit:
 		rows = rows[:limit]
 		next = rows[limit-1].ID
+	case len(floor) > 0:
+		// The page read every row from the floor on: the next one starts
+		// before the first row received at the floor.
+		err := s.db.QueryRowContext(ctx, `SELECT COALESCE(min(id), 0) FROM webhook_event WHERE received_at = $1`, floor[0].At).Scan(&next)
+		if err != nil {
+			return nil, 0, fmt.Errorf("list events: the cursor at the scan's end: %w", err)
+		}
 	}
 	return rows, next, nil
+}
+
+// searchSQL is the ids of up to $2 rows whose event id starts with $1:
+// each namespace's rows from $1 on, at most $2 of them, read in the
+// unique index's order, so that a prefix matching nothing reads as little
+// as one matching millions.
+const searchSQL = `
+	SELECT w.id FROM unnest(` + namespacesSQL + `) AS ns(n)
+	CROSS JOIN LATERAL (SELECT id, event_id FROM webhook_event
+		WHERE namespace = ns.n AND event_id >= $1 ORDER BY event_id LIMIT $2) AS w
+	WHERE starts_with(w.event_id, $1)
+	ORDER BY ns.n, w.event_id LIMIT $2`
+
+// Search returns up to limit rows whose event id starts with prefix, in
+// every namespace, by namespace and event id, without their payload and
+// headers. It reads at most limit index entries per namespace. Ids are
+// found in the database collation's order, which is the bytes' order in
+// a C or C.UTF-8 database; under a collation that sorts a matching id
+// apart from the prefix, that id is missed, never a wrong one shown.
+func (s *Store) Search(ctx context.Context, prefix string, limit int) ([]*ent.WebhookEvent, error) {
+	limit = min(max(limit, 1), 500)
+	rows, err := s.db.QueryContext(ctx, searchSQL, prefix, limit)
+	if err != nil {
+		return nil, fmt.Errorf("search ids %q: %w", prefix, err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("search ids %q: %w", prefix, err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	found, err := s.ent.WebhookEvent.Query().Where(webhookevent.IDIn(ids...)).
+		Order(webhookevent.ByNamespace(), webhookevent.ByEventID()).
+		Select(listFields...).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("search ids %q: %w", prefix, err)
+	}
+	return found, nil
 }
 
 // ErrAmbiguous is returned when an event id exists in several namespaces.
@@ -94,13 +257,12 @@ var ErrAmbiguous = errors.New("event id exists in several namespaces")
 // ErrNotFound is returned for an unknown event.
 var ErrNotFound = errors.New("event not found")
 
-// Find returns the row of eventID, in namespace when given.
+// Find returns the row of eventID, in namespace when given (else in any
+// namespace, through the unique index all the same).
 func (s *Store) Find(ctx context.Context, namespace, eventID string) (*ent.WebhookEvent, error) {
-	q := s.ent.WebhookEvent.Query().Where(webhookevent.EventID(eventID))
-	if namespace != "" {
-		q = q.Where(webhookevent.Namespace(namespace))
-	}
-	rows, err := q.Limit(10).All(ctx)
+	rows, err := s.ent.WebhookEvent.Query().
+		Where(inNamespace(namespace), webhookevent.EventID(eventID)).
+		Limit(10).All(ctx)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("find %s: %w", eventID, err)
@@ -148,39 +310,78 @@ const (
 	batchHolding = `kind = 'apply_batch' AND args->'events' @> jsonb_build_array(jsonb_build_object('namespace', $1::text, 'event_id', $2::text))`
 )
 
+// findJobsSQL reads the newest apply job of each event $1[i]/$2[i], its
+// own or its batch's (ownApplyJob, batchHolding), each through its index.
+// OFFSET 0 keeps the jobs' lookup apart from their ORDER BY id DESC
+// LIMIT 1: merged, the planner may walk River's whole table backwards by
+// id for each event instead, expecting an early match that never comes.
+var findJobsSQL = func() string {
+	each := strings.NewReplacer("$1", "k.namespace", "$2", "k.event_id")
+	return `
+	SELECT k.namespace, k.event_id, j.id, j.kind, j.state, j.attempt, j.max_attempts, j.scheduled, j.errors
+	FROM unnest($1::text[], $2::text[]) AS k(namespace, event_id)
+	CROSS JOIN LATERAL (
+		SELECT id, kind, state, attempt, max_attempts,
+			CASE WHEN state IN ('available', 'scheduled', 'retryable') THEN scheduled_at END AS scheduled,
+			COALESCE(to_jsonb(errors), '[]'::jsonb) AS errors
+		FROM (SELECT * FROM river_job
+			WHERE (` + each.Replace(ownApplyJob) + `) OR (` + each.Replace(batchHolding) + `)
+			OFFSET 0) AS carrying
+		ORDER BY id DESC LIMIT 1) AS j`
+}()
+
 // FindJob returns the newest apply job of an event, its own or the batch
 // it was claimed in, or nil when River no longer has one (it prunes
 // finished jobs). Its errors are River's, each "attempt N at TIME: text".
 func (s *Store) FindJob(ctx context.Context, namespace, eventID string) (*Job, error) {
-	var (
-		j         Job
-		scheduled sql.NullTime
-		errs      []byte
-	)
-	err := s.db.QueryRowContext(ctx, `
-		SELECT id, kind, state, attempt, max_attempts,
-			CASE WHEN state IN ('available', 'scheduled', 'retryable') THEN scheduled_at END,
-			COALESCE(to_jsonb(errors), '[]'::jsonb)
-		FROM river_job
-		WHERE (`+ownApplyJob+`) OR (`+batchHolding+`)
-		ORDER BY id DESC LIMIT 1`, namespace, eventID).Scan(&j.ID, &j.Kind, &j.State, &j.Attempt, &j.MaxAttempts, &scheduled, &errs)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+	k := EventKey{Namespace: namespace, EventID: eventID}
+	jobs, err := s.FindJobs(ctx, []EventKey{k})
+	return jobs[k], err
+}
+
+// FindJobs is FindJob for each of keys, in one statement: a page of rows
+// costs one plan and one round trip, not one per row. An event River has
+// no job for has none in the map.
+func (s *Store) FindJobs(ctx context.Context, keys []EventKey) (map[EventKey]*Job, error) {
+	jobs := map[EventKey]*Job{}
+	if len(keys) == 0 {
+		return jobs, nil
 	}
+	namespaces, ids := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		namespaces[i], ids[i] = k.Namespace, k.EventID
+	}
+	rows, err := s.db.QueryContext(ctx, findJobsSQL, namespaces, ids)
 	if err != nil {
-		return nil, fmt.Errorf("find apply job of %s/%s: %w", namespace, eventID, err)
+		return nil, fmt.Errorf("find the apply jobs of %d event(s): %w", len(keys), err)
 	}
-	if scheduled.Valid {
-		at := scheduled.Time.UTC()
-		j.ScheduledAt = &at
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			k         EventKey
+			j         Job
+			scheduled sql.NullTime
+			errs      []byte
+		)
+		if err := rows.Scan(&k.Namespace, &k.EventID, &j.ID, &j.Kind, &j.State, &j.Attempt, &j.MaxAttempts, &scheduled, &errs); err != nil {
+			return nil, fmt.Errorf("find apply jobs: %w", err)
+		}
+		if scheduled.Valid {
+			at := scheduled.Time.UTC()
+			j.ScheduledAt = &at
+		}
+		var attempts []rivertype.AttemptError
+		if err := json.Unmarshal(errs, &attempts); err != nil {
+			return nil, fmt.Errorf("read the errors of job %d: %w", j.ID, err)
+		}
+		j.Errors = make([]string, len(attempts))
+		for i, a := range attempts {
+			j.Errors[i] = fmt.Sprintf("attempt %d at %s: %s", a.Attempt, a.At.UTC().Format(time.RFC3339), a.Error)
+		}
+		jobs[k] = &j
 	}
-	var attempts []rivertype.AttemptError
-	if err := json.Unmarshal(errs, &attempts); err != nil {
-		return nil, fmt.Errorf("read the errors of job %d: %w", j.ID, err)
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find the apply jobs of %d event(s): %w", len(keys), err)
 	}
-	j.Errors = make([]string, len(attempts))
-	for i, a := range attempts {
-		j.Errors[i] = fmt.Sprintf("attempt %d at %s: %s", a.Attempt, a.At.UTC().Format(time.RFC3339), a.Error)
-	}
-	return &j, nil
+	return jobs, nil
 }

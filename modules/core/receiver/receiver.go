@@ -216,6 +216,7 @@ func (h *handler) receive(c *gin.Context) {
 	}
 	switch {
 	case err == nil && res == ledger.Claimed:
+		h.cfg.Stats.TallySecret(claim)
 		log.Named("feed").Info("--> "+ev.Type+" "+ev.ID+" claimed", zap.Bool("replayed", claim.Replayed))
 		h.answer(c, src.Name, metrics.OutcomeClaimed, http.StatusOK, Response{Status: "claimed", EventID: ev.ID})
 	case err == nil && res.WouldSkip():

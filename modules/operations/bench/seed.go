@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookledger/hookledger/modules/core/ledger"
 )
 
 // A seeded ledger is what months of traffic leave in webhook_event: real
@@ -215,10 +217,32 @@ CROSS JOIN LATERAL (SELECT CASE
 	WHEN g.i %% %[4]d = 1 THEN 'discarded'
 	ELSE 'settled' END AS status) AS s`
 
+// seedDuplicateEvery: the delivery counts seeded beside the rows answer
+// one duplicate for this many claims.
+const seedDuplicateEvery = 50
+
+// seedStatsSQL writes the delivery counts the receivers would have
+// flushed for the seeded rows: per minute and source, the claims, the
+// duplicates (one per seedDuplicateEvery claims) and the tally of the
+// secret that verified them ($1, ledger.SecretOutcome), as the overview
+// and the admin stats read them. In time order, as the receivers' flushes
+// append them.
+const seedStatsSQL = `
+INSERT INTO delivery_stat (minute, source, outcome, count)
+SELECT s.minute, s.source, o.outcome, o.n
+FROM (SELECT date_trunc('minute', received_at) AS minute, source, count(*) AS claimed,
+		count(*) FILTER (WHERE id %% %[1]d = 0) AS duplicates
+	FROM webhook_event GROUP BY 1, 2) AS s
+CROSS JOIN LATERAL (VALUES ('claimed', s.claimed), ('duplicate', s.duplicates), ($1::text, s.claimed)) AS o(outcome, n)
+WHERE o.n > 0
+ORDER BY s.minute
+ON CONFLICT (minute, source, outcome) DO UPDATE SET count = delivery_stat.count + EXCLUDED.count`
+
 // seedLedger writes rows seeded rows into db's webhook_event, the newest
 // received just before now, in chunks of seedChunk rows, each one
-// statement, and says how far it got on logf after each. It returns the
-// time the inserts took.
+// statement, and says how far it got on logf after each; then the
+// delivery counts of those rows (seedStatsSQL). It returns the time the
+// inserts took.
 func seedLedger(ctx context.Context, db *pgxpool.Pool, dir string, rows int, now time.Time, logf func(string, ...any)) (time.Duration, error) {
 	templates, err := loadSeedTemplates(dir)
 	if err != nil {
@@ -250,5 +274,10 @@ func seedLedger(ctx context.Context, db *pgxpool.Pool, dir string, rows int, now
 		took := time.Since(start)
 		logf("bench: seeded %d of %d ledger rows in %.1f s (%.0f rows/s)", hi, rows, took.Seconds(), float64(hi)/took.Seconds())
 	}
+	// The seeded rows record the first secret, with no fingerprint.
+	if _, err := db.Exec(ctx, fmt.Sprintf(seedStatsSQL, seedDuplicateEvery), ledger.SecretOutcome(0, "")); err != nil {
+		return 0, fmt.Errorf("seed delivery counts: %w", err)
+	}
+	logf("bench: seeded the delivery counts of %d ledger rows in %.1f s", rows, time.Since(start).Seconds())
 	return time.Since(start), nil
 }

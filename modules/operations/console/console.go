@@ -40,8 +40,10 @@ type Source struct {
 // methods of *ledger.Store it uses.
 type Ledger interface {
 	List(ctx context.Context, f ledger.Filter) ([]*ent.WebhookEvent, int64, error)
+	Search(ctx context.Context, prefix string, limit int) ([]*ent.WebhookEvent, error)
 	Find(ctx context.Context, namespace, eventID string) (*ent.WebhookEvent, error)
 	FindJob(ctx context.Context, namespace, eventID string) (*ledger.Job, error)
+	FindJobs(ctx context.Context, keys []ledger.EventKey) (map[ledger.EventKey]*ledger.Job, error)
 	Requeue(ctx context.Context, namespace, eventID string, force bool) (ledger.RequeueResult, error)
 	Discard(ctx context.Context, namespace, eventID, reason string) (*ent.WebhookEvent, error)
 	RequeueMatching(ctx context.Context, f ledger.Filter, force, dryRun bool) (ledger.RequeueCounts, error)
@@ -61,8 +63,8 @@ type Config struct {
 	// CSRFField is the form field the Auth middleware reads it from.
 	CSRFField string
 	Ledger    Ledger
-	// DB is where the overview reads what only it shows: apply latency,
-	// secret use and the first delivery count.
+	// DB is where the overview reads what only it shows: apply latency
+	// and the first delivery count.
 	DB *sql.DB
 	// Stats is this process's delivery counts, flushed before a page reads
 	// delivery_stat; nil in a process that takes no webhooks.

@@ -224,3 +224,37 @@ func TestEventPageActions(t *testing.T) {
 	require.Contains(t, out, `<button id="force">`)
 	require.Contains(t, out, `<p class="error" id="error">Not discarded: the event is settled, it was applied.</p>`)
 }
+
+// TestSecretUsesFromTallies: the day's secret tallies name each configured
+// secret at its position, used or not; one secret's tallies at several
+// positions (it moved in a rotation) are one; a fingerprint no longer
+// configured is retired, at the first position it matched at; deliveries
+// without a fingerprint are known by their position alone; those not
+// configured follow the configured ones by position.
+func TestSecretUsesFromTallies(t *testing.T) {
+	t.Parallel()
+	at := func(min int) time.Time { return time.Date(2026, 12, 3, 12, min, 0, 0, time.UTC) }
+	var matched []secretUse
+	for _, outcome := range []struct {
+		name  string
+		count int64
+		last  time.Time
+	}{
+		{ledger.SecretOutcome(1, "fp_a"), 3, at(5)}, {ledger.SecretOutcome(0, "fp_a"), 2, at(9)},
+		{ledger.SecretOutcome(2, "fp_old"), 1, at(1)}, {ledger.SecretOutcome(1, "fp_old"), 4, at(2)},
+		{ledger.SecretOutcome(0, ""), 6, at(3)}, {ledger.SecretOutcome(1, ""), 1, at(4)},
+		{"claimed", 99, at(9)}, {"secret:x:fp", 1, at(9)},
+	} {
+		if i, fp, ok := ledger.SecretTally(outcome.name); ok {
+			matched = append(matched, secretUse{Index: i, Fingerprint: fp, Count: outcome.count, Last: outcome.last})
+		}
+	}
+	require.Len(t, matched, 6, "only the secret tallies are read as such")
+	require.Equal(t, []secretUse{
+		{Index: 0, Fingerprint: "fp_b"},
+		{Index: 1, Fingerprint: "fp_a", Count: 5, Last: at(9)},
+		{Index: 0, Count: 6, Last: at(3), Unnamed: true},
+		{Index: 1, Fingerprint: "fp_old", Count: 5, Last: at(2), Retired: true},
+		{Index: 1, Count: 1, Last: at(4), Unnamed: true},
+	}, secretUses([]string{"fp_b", "fp_a"}, matched))
+}

@@ -27,17 +27,27 @@ const forceSemantics = "Force re-applies a settled event through its handlers on
 	"usage replaces this event's earlier delta instead of adding it again. The row stays settled until that apply commits."
 
 type eventsData struct {
-	Status  string
-	Source  string
-	Type    string
-	Since   string
-	Until   string
-	ID      string
-	Events  rowsData
-	Next    string
+	Status string
+	Source string
+	Type   string
+	Since  string
+	Until  string
+	ID     string
+	// Prefix: no event has the id searched for, and Events are those
+	// whose id starts with it (at most pageSize).
+	Prefix bool
+	Events rowsData
+	Next   string
+	// Scanned: the page found fewer rows than it shows at most, though
+	// older ones remain; a filter without an index of its own is matched
+	// among ledger.ListScanLimit rows per page.
+	Scanned bool
 	Sources []string
 	Error   string
 }
+
+// ScanLimit is how many rows a list page matches its filters among.
+func (eventsData) ScanLimit() int { return ledger.ListScanLimit }
 
 func (h *handler) sourceNames() []string {
 	names := make([]string, len(h.cfg.Sources))
@@ -62,6 +72,14 @@ func (h *handler) events(c *gin.Context) {
 		if len(rows) == 1 {
 			c.Redirect(http.StatusSeeOther, eventPath(rows[0]))
 			return
+		}
+		if len(rows) == 0 {
+			// No such id: the ids that start with it.
+			d.Prefix = true
+			if rows, err = h.cfg.Ledger.Search(ctx, d.ID, pageSize); err != nil {
+				h.fail(c, err)
+				return
+			}
 		}
 		if d.Events, err = h.listRows(ctx, rows); err != nil {
 			h.fail(c, err)
@@ -90,6 +108,7 @@ func (h *handler) events(c *gin.Context) {
 		q := c.Request.URL.Query()
 		q.Set("after", strconv.FormatInt(next, 10))
 		d.Next = "/console/events?" + q.Encode()
+		d.Scanned = len(rows) < f.Limit
 	}
 	h.render(c, "events", "Events", d)
 }

@@ -47,13 +47,21 @@ func pendingStatus(s webhookevent.Status) bool {
 }
 
 // listRows reads, for a page of rows, the apply job of each row still
-// pending. It asks the ledger one event at a time (FindJob), which is also
-// how the event page and the admin API find an event's job, its own or the
-// batch it was claimed in: a page holds at most pageSize rows, so that is
-// at most pageSize indexed lookups, and settled and discarded rows cost
-// none.
+// pending, all in one lookup (FindJobs), each as the event page and the
+// admin API find an event's job: its own, or the batch it was claimed in.
+// Settled and discarded rows ask for none.
 func (h *handler) listRows(ctx context.Context, rows []*ent.WebhookEvent) (rowsData, error) {
 	d := rowsData{Rows: make([]eventRow, len(rows)), RiverUI: h.cfg.RiverUI}
+	var pending []ledger.EventKey
+	for _, r := range rows {
+		if pendingStatus(r.Status) {
+			pending = append(pending, ledger.EventKey{Namespace: r.Namespace, EventID: r.EventID})
+		}
+	}
+	jobs, err := h.cfg.Ledger.FindJobs(ctx, pending)
+	if err != nil {
+		return d, err
+	}
 	now := time.Now()
 	for i, r := range rows {
 		e := eventRow{WebhookEvent: r, Unhandled: unhandled(r)}
@@ -61,11 +69,7 @@ func (h *handler) listRows(ctx context.Context, rows []*ent.WebhookEvent) (rowsD
 			e.FailedIn = failingHandler(r)
 		}
 		if pendingStatus(r.Status) {
-			j, err := h.cfg.Ledger.FindJob(ctx, r.Namespace, r.EventID)
-			if err != nil {
-				return d, err
-			}
-			e.Job = j
+			e.Job = jobs[ledger.EventKey{Namespace: r.Namespace, EventID: r.EventID}]
 		}
 		e.Next = nextTry(r, e.Job, now)
 		d.Rows[i] = e

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -135,6 +136,10 @@ func (h *handler) overview(c *gin.Context) {
 	h.render(c, "overview", "Overview", d)
 }
 
+// LatencySample is how many of the window's newest events apply latency
+// is read from.
+func (overviewData) LatencySample() int { return latencySample }
+
 func rate(dups, claimed int64) float64 {
 	if dups+claimed == 0 {
 		return 0
@@ -156,20 +161,30 @@ func readEnforce(d overviewData, now time.Time) enforceReading {
 	return r
 }
 
-// applyLatency is the time from claim to settle of the events received
-// since since and settled, from the ledger (through its received_at index).
+// latencySample is how many of a window's newest rows apply latency is
+// read from: a bounded read of the received_at index, however many rows
+// the window holds.
+const latencySample = 2000
+
+// applyLatencySQL reads the time from claim to settle of the settled rows
+// among the latencySample newest received since $1.
+const applyLatencySQL = `
+	SELECT count(*),
+		percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM settled_at - received_at)),
+		percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM settled_at - received_at)),
+		max(extract(epoch FROM settled_at - received_at))
+	FROM (SELECT status, received_at, settled_at FROM webhook_event
+		WHERE received_at >= $1 ORDER BY received_at DESC LIMIT $2) AS newest
+	WHERE status = '` + string(webhookevent.StatusSettled) + `' AND settled_at IS NOT NULL`
+
+// applyLatency is the time from claim to settle of the settled events
+// among the latencySample newest received since since.
 func applyLatency(ctx context.Context, db *sql.DB, since time.Time) (latency, error) {
 	var (
 		l            latency
 		p50, p95, mx sql.NullFloat64
 	)
-	err := db.QueryRowContext(ctx, `
-		SELECT count(*),
-			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM settled_at - received_at)),
-			percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM settled_at - received_at)),
-			max(extract(epoch FROM settled_at - received_at))
-		FROM webhook_event WHERE received_at >= $1 AND status = '`+string(webhookevent.StatusSettled)+`' AND settled_at IS NOT NULL`, since).
-		Scan(&l.N, &p50, &p95, &mx)
+	err := db.QueryRowContext(ctx, applyLatencySQL, since, latencySample).Scan(&l.N, &p50, &p95, &mx)
 	if err != nil {
 		return l, fmt.Errorf("apply latency: %w", err)
 	}
@@ -183,8 +198,9 @@ type sourceHealthRow struct {
 	wouldSkip int64
 }
 
-// health reads each configured source's last day: answers from
-// delivery_stat, and which secret matched from the ledger rows.
+// health reads each configured source's last day from delivery_stat: its
+// answers, and which secret verified its claims (the tallies
+// DeliveryStats.TallySecret counts).
 func (h *handler) health(ctx context.Context, now time.Time) ([]sourceHealthRow, error) {
 	byName := map[string]*sourceHealthRow{}
 	var out []*sourceHealthRow
@@ -220,38 +236,14 @@ func (h *handler) health(ctx context.Context, now time.Time) ([]sourceHealthRow,
 			s.Forbidden = c.Count
 		case ledger.StatMismatch:
 			s.Mismatches = c.Count
+		default:
+			if index, fp, ok := ledger.SecretTally(c.Outcome); ok {
+				s.Secrets = append(s.Secrets, secretUse{Index: index, Fingerprint: fp, Count: c.Count, Last: c.Last})
+			}
 		}
 		if (c.Outcome == "claimed" || c.Outcome == "duplicate") && c.Last.After(s.LastDelivery) {
 			s.LastDelivery = c.Last
 		}
-	}
-	// Grouped by fingerprint: a secret keeps it across rotations, where its
-	// index moves. Rows from before fingerprints were recorded group by
-	// index alone.
-	rows, err := h.cfg.DB.QueryContext(ctx, `
-		SELECT source, secret_fingerprint, min(secret_index), count(*), max(received_at) FROM webhook_event
-		WHERE received_at >= $1 AND secret_index IS NOT NULL
-		GROUP BY source, secret_fingerprint, CASE WHEN secret_fingerprint IS NULL THEN secret_index END
-		ORDER BY source, 3`, now.Add(-24*time.Hour))
-	if err != nil {
-		return nil, fmt.Errorf("secret use: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			name string
-			fp   sql.NullString
-			u    secretUse
-		)
-		if err := rows.Scan(&name, &fp, &u.Index, &u.Count, &u.Last); err != nil {
-			return nil, err
-		}
-		u.Fingerprint = fp.String
-		s := get(name)
-		s.Secrets = append(s.Secrets, u)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	res := make([]sourceHealthRow, len(out))
 	for i, s := range out {
@@ -265,24 +257,37 @@ func (h *handler) health(ctx context.Context, now time.Time) ([]sourceHealthRow,
 // secretUses names what matched against the configured secrets
 // (fingerprints, in order): each configured secret at its position, used
 // or not, so a rotated-out secret shows as unused; a fingerprint no longer
-// configured as retired, after them; and rows from before fingerprints
-// were recorded by their index alone.
+// configured as retired, after them, at the first position it matched at;
+// and deliveries whose fingerprint was not recorded by their position
+// alone. A secret's tallies at several positions (it moved in a rotation)
+// are one secret's.
 func secretUses(fingerprints []string, matched []secretUse) []secretUse {
 	out := make([]secretUse, len(fingerprints))
 	for i, fp := range fingerprints {
 		out[i] = secretUse{Index: i, Fingerprint: fp}
 	}
-	for _, u := range matched {
-		switch i := slices.Index(fingerprints, u.Fingerprint); {
-		case u.Fingerprint != "" && i >= 0:
-			out[i].Count, out[i].Last = u.Count, u.Last
-		case u.Fingerprint != "":
-			u.Retired = true
-			out = append(out, u)
-		default:
-			u.Unnamed = true
-			out = append(out, u)
+	slices.SortFunc(matched, func(a, b secretUse) int { return cmp.Compare(a.Index, b.Index) })
+	add := func(to *secretUse, u secretUse) {
+		to.Count += u.Count
+		if u.Last.After(to.Last) {
+			to.Last = u.Last
 		}
+	}
+	for _, u := range matched {
+		i := slices.Index(fingerprints, u.Fingerprint)
+		if u.Fingerprint != "" && i >= 0 {
+			add(&out[i], u)
+			continue
+		}
+		u.Retired, u.Unnamed = u.Fingerprint != "", u.Fingerprint == ""
+		j := slices.IndexFunc(out[len(fingerprints):], func(o secretUse) bool {
+			return o.Retired == u.Retired && o.Fingerprint == u.Fingerprint && (u.Retired || o.Index == u.Index)
+		})
+		if j < 0 {
+			out = append(out, u)
+			continue
+		}
+		add(&out[len(fingerprints)+j], u)
 	}
 	return out
 }
