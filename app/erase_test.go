@@ -15,7 +15,7 @@ import (
 // and status, other customers' payloads are untouched, redeliveries stay
 // duplicates and an erased event cannot be requeued.
 func TestEraseSubject(t *testing.T) {
-	s := start(t, nil)
+	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken})
 	forCustomer := func(id, customer string) []byte {
 		return bytes.Replace(subEvent(id, "active", time.Now().Unix()), []byte(`"cus_e2e"`), []byte(`"`+customer+`"`), 1)
 	}
@@ -53,6 +53,14 @@ func TestEraseSubject(t *testing.T) {
 		AND event_type = 'customer.subscription.updated' AND event_id IN ('evt_erase_1', 'evt_erase_2')`))
 	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_erase_2' AND status = 'discarded'`))
 	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_keep' AND strpos(payload, 'cus_stays') > 0 AND erased_at IS NULL`))
+
+	code, page, _ := s.page(t, "/console/event?namespace=stripe&id=evt_erase_1", basic(adminToken))
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, page, `id="erased"`, "the console shows the event as erased")
+	require.NotContains(t, page, "cus_gone")
+	code, page, _ = s.page(t, "/console/event?namespace=stripe&id=evt_keep", basic(adminToken))
+	require.Equal(t, http.StatusOK, code)
+	require.NotContains(t, page, `id="erased"`)
 
 	for id, body := range bodies {
 		code, out := s.post(t, "/webhooks/stripe", body, signed(body, time.Now()))
