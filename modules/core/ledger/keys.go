@@ -94,7 +94,8 @@ const snapshotWait = 2 * time.Minute
 // keys could miss both them and, once deleted, the rows. It reads
 // pg_stat_activity, whose backend_xmin PostgreSQL shows for the sessions
 // of the same role (or to pg_read_all_stats): hookledger's processes
-// share one.
+// share one. Only client sessions count: a long autovacuum holds an xmin
+// but claims nothing.
 func waitOlderSnapshots(ctx context.Context, db *sql.DB) error {
 	// A transaction id of now: every snapshot taken before it has an
 	// xmin older than it.
@@ -114,7 +115,7 @@ func waitOlderSnapshots(ctx context.Context, db *sql.DB) error {
 		)
 		err := db.QueryRowContext(ctx, `
 			SELECT count(*), min(pid), min(xact_start) FROM pg_stat_activity
-			WHERE pid <> pg_backend_pid() AND datname = current_database()
+			WHERE pid <> pg_backend_pid() AND datname = current_database() AND backend_type = 'client backend'
 				AND backend_xmin IS NOT NULL AND age(backend_xmin) > age($1::xid)`, marker).Scan(&older, &pid, &since)
 		if err == nil && older == 0 {
 			return nil
