@@ -59,12 +59,13 @@ var keepKeysSQL = `
 		(SELECT id FROM batch ORDER BY received_at DESC, id DESC LIMIT 1)`
 
 // keepKeys copies the dedup keys of every settled row received before
-// cutoff into webhook_key, in batches, and returns how many it added.
+// cutoff into webhook_key, in paced batches, and returns how many it added.
 func keepKeys(ctx context.Context, db *sql.DB, cutoff time.Time) (int64, error) {
 	var (
 		added   int64
 		afterAt = time.Time{}
 		afterID int64
+		pace    = newPacer()
 	)
 	for {
 		var (
@@ -81,6 +82,9 @@ func keepKeys(ctx context.Context, db *sql.DB, cutoff time.Time) (int64, error) 
 			return added, nil
 		}
 		afterAt, afterID = lastAt.Time, lastID.Int64
+		if err := pace.next(ctx); err != nil {
+			return added, fmt.Errorf("keep the keys of prunable rows: %w", err)
+		}
 	}
 }
 
@@ -139,6 +143,7 @@ func expireKeys(ctx context.Context, db *sql.DB, keyRetention time.Duration) (in
 	}
 	cutoff := time.Now().Add(-keyRetention).UTC()
 	var n int64
+	pace := newPacer()
 	for {
 		res, err := db.ExecContext(ctx, `
 			DELETE FROM webhook_key WHERE key_hash IN (
@@ -150,6 +155,9 @@ func expireKeys(ctx context.Context, db *sql.DB, keyRetention time.Duration) (in
 		n += k
 		if k < PruneBatch {
 			return n, nil
+		}
+		if err := pace.next(ctx); err != nil {
+			return n, fmt.Errorf("expire kept keys: %w", err)
 		}
 	}
 }

@@ -15,6 +15,32 @@ import (
 // that no statement holds its locks for long.
 const PruneBatch = 1000
 
+// maxPrunePause bounds the pause between two prune batches.
+const maxPrunePause = time.Second
+
+// pacer spaces prune's batches: before the next, it waits as long as the
+// last one took (at most maxPrunePause), so prune keeps a connection and a
+// core busy at most half the time and the claims beside it keep their
+// latency. A day of a million-event ledger takes minutes; nothing waits
+// for it.
+type pacer struct{ last time.Time }
+
+func newPacer() *pacer { return &pacer{last: time.Now()} }
+
+// next waits out the pause after the batch that just ended.
+func (p *pacer) next(ctx context.Context) error {
+	pause := min(time.Since(p.last), maxPrunePause)
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	p.last = time.Now()
+	return nil
+}
+
 // PruneReport says what Prune found or did.
 type PruneReport struct {
 	Rows   int64     `json:"rows"`
@@ -38,8 +64,9 @@ type Retention struct {
 // the kept keys past retention.Keys. It copies the keys first, waits for
 // every statement that began before (a claim that missed them must have
 // seen the rows), and then deletes, in batches of PruneBatch, each its own
-// statement, the rows whose keys are kept; rows a claim or apply holds
-// are skipped and taken next time. With dryRun it only counts the ledger
+// statement and each followed by a pause as long as it took, the rows
+// whose keys are kept; rows a claim or apply holds are skipped and taken
+// next time. With dryRun it only counts the ledger
 // rows.
 func (s *Store) Prune(ctx context.Context, retention Retention, dryRun bool) (PruneReport, error) {
 	return prune(ctx, s.db, retention, dryRun)
@@ -66,6 +93,7 @@ func prune(ctx context.Context, db *sql.DB, retention Retention, dryRun bool) (P
 	if err := waitOlderSnapshots(ctx, db); err != nil {
 		return r, err
 	}
+	pace := newPacer()
 	for {
 		res, err := db.ExecContext(ctx, `
 			DELETE FROM webhook_event WHERE id IN (
@@ -81,6 +109,9 @@ func prune(ctx context.Context, db *sql.DB, retention Retention, dryRun bool) (P
 		r.Rows += n
 		if n < PruneBatch {
 			break
+		}
+		if err := pace.next(ctx); err != nil {
+			return r, fmt.Errorf("prune: %w", err)
 		}
 	}
 	if err := pruneStats(ctx, db, r.Cutoff); err != nil {
