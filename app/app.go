@@ -31,6 +31,7 @@ import (
 	"github.com/hookledger/hookledger/modules/core/provider"
 	"github.com/hookledger/hookledger/modules/core/receiver"
 	"github.com/hookledger/hookledger/modules/core/shortcircuit"
+	"github.com/hookledger/hookledger/modules/core/web"
 	"github.com/hookledger/hookledger/modules/features/branchhead"
 	"github.com/hookledger/hookledger/modules/features/payment"
 	"github.com/hookledger/hookledger/modules/features/subscription"
@@ -56,17 +57,25 @@ type App struct {
 	river    *river.Client[*sql.Tx]
 	metrics  *metrics.Set
 	registry *ledger.Registry
-	engine   *gin.Engine
+	store    *ledger.Store
 	riverUI  *riverui.Handler
-	// stats is the receiver's delivery counts (roles that take webhooks).
-	stats *ledger.DeliveryStats
-	// metricsEngine and metricsLn serve METRICS_ADDR, when it is set.
+	// stats is the receiver's delivery counts, and webhooks what POST
+	// /webhooks/<source> runs on (roles that take webhooks).
+	stats    *ledger.DeliveryStats
+	webhooks receiver.Config
+	// engine and server serve HTTP_ADDR.
+	engine *gin.Engine
+	server *http.Server
+	// metricsEngine, metricsServer and metricsLn serve METRICS_ADDR, when
+	// it is set.
 	metricsEngine *gin.Engine
+	metricsServer *http.Server
 	metricsLn     net.Listener
 	// published is the providers' published address lists, once a
 	// source's allow_ips names one.
 	published *provider.PublishedIPs
-	// stop ends what New started in the background (the claim committers).
+	// stop ends what New started in the background (the claim committers
+	// and the duplicates' comparison).
 	stop context.CancelFunc
 	// tracing is nil when tracing is off; stopTracing flushes the exporter.
 	tracing     trace.TracerProvider
@@ -83,8 +92,8 @@ type App struct {
 	fingerprints map[string][]string
 }
 
-// New connects to the database and builds everything role needs. Close
-// releases it.
+// New connects to the database and builds everything role needs (build).
+// Close releases it.
 func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.Role, opts ...Option) (*App, error) {
 	if err := cfg.RequireDatabase(); err != nil {
 		return nil, err
@@ -99,53 +108,161 @@ func New(ctx context.Context, cfg *config.Config, log *zap.Logger, role config.R
 	for _, o := range opts {
 		o(a)
 	}
-	if err := a.startTracing(ctx); err != nil {
-		return nil, err
-	}
-	if err := a.openDatabase(ctx); err != nil {
+	if err := a.build(ctx); err != nil {
 		a.Close()
 		return nil, err
 	}
-	a.registerModules()
+	return a, nil
+}
 
-	workers := 0
-	if role.WorksJobs() {
-		workers = cfg.Workers
+// build makes the process, each part from the ones before it: tracing,
+// the database pools, the modules' registry, River's client, the ledger's
+// Store; for roles that take webhooks the receiver's parts (the stats
+// writer, the sources, group commit, the duplicates' comparison, the Redis
+// gate); River UI; the HTTP servers; and last the routes, which only mount
+// handlers on those parts. Serve runs what build made; Close releases it.
+func (a *App) build(ctx context.Context) error {
+	if err := a.startTracing(ctx); err != nil {
+		return err
 	}
-	if role.WorksJobs() && role.TakesWebhooks() {
+	if err := a.openDatabase(ctx); err != nil {
+		return err
+	}
+	a.registerModules()
+	if a.role.WorksJobs() && a.role.TakesWebhooks() {
 		a.payloads = ledger.NewPayloads(ledger.PayloadsBytes, ledger.PayloadsAge)
 	}
 	var err error
-	if a.sealer, err = sealerOf(cfg); err != nil {
-		a.Close()
-		return nil, err
+	if a.sealer, err = sealerOf(a.cfg); err != nil {
+		return err
+	}
+	workers := 0
+	if a.role.WorksJobs() {
+		workers = a.cfg.Workers
 	}
 	a.river, err = ledger.NewRiver(a.db, a.listener, ledger.RiverOptions{
 		Workers:     workers,
 		Registry:    a.registry,
-		Logger:      log,
+		Logger:      a.log,
 		Metrics:     a.metrics,
-		Retention:   retentionOf(cfg),
+		Retention:   retentionOf(a.cfg),
 		Middleware:  a.riverMiddleware(),
-		ApplyLinger: cfg.ApplyLinger,
+		ApplyLinger: a.cfg.ApplyLinger,
 		Payloads:    a.payloads,
 		Sealer:      a.sealer,
 	})
 	if err != nil {
-		a.Close()
-		return nil, err
+		return err
 	}
-	if err := a.buildHTTP(); err != nil {
-		a.Close()
-		return nil, err
-	}
-	if cfg.MetricsAddr != "" {
-		if a.metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-			a.Close()
-			return nil, fmt.Errorf("listen METRICS_ADDR %s: %w", cfg.MetricsAddr, err)
+	a.store = ledger.NewStore(a.db, a.river, ledger.StoreOptions{
+		LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, Middleware: a.riverMiddleware(), Payloads: a.payloads, Sealer: a.sealer,
+	})
+	a.metrics.Registry.MustRegister(ledger.NewCollector(a.store), buildInfo())
+	if a.role.TakesWebhooks() {
+		if err := a.buildReceiver(); err != nil {
+			return err
 		}
 	}
-	return a, nil
+	if token := a.cfg.AdminToken.Reveal(); token != "" {
+		a.riverUI, err = riverui.NewHandler(&riverui.HandlerOpts{
+			Endpoints: riverui.NewEndpoints(a.river, nil),
+			Logger:    ledger.SlogLogger(a.log.Named("riverui")),
+			Prefix:    "/riverui",
+		})
+		if err != nil {
+			return fmt.Errorf("River UI: %w", err)
+		}
+	}
+	if err := a.buildServers(); err != nil {
+		return err
+	}
+	a.buildHTTP(a.engine, a.metricsEngine)
+	return nil
+}
+
+// buildReceiver makes what POST /webhooks/<source> runs on: the delivery
+// counts' writer, the sources, the claimer (group commit's committers,
+// traced when tracing is on), the duplicates' comparison and the Redis
+// gate. The committers and the comparison run until Close.
+func (a *App) buildReceiver() error {
+	a.stats = ledger.NewDeliveryStats(a.db)
+	sources, err := a.sources()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stop = cancel
+	var claimer receiver.Claimer = a.store
+	if a.cfg.GroupCommit {
+		b := ledger.NewBatcher(ctx, a.store, a.cfg.ClaimCommitters, a.cfg.ClaimBatchMax)
+		b.LateClaim = a.lateClaim
+		claimer = b
+	}
+	if a.tracing != nil {
+		claimer = tracedClaimer{Claimer: claimer, tracer: a.tracing.Tracer(tracerName)}
+	}
+	gate, err := a.shortCircuit()
+	if err != nil {
+		return err
+	}
+	a.webhooks = receiver.Config{
+		ShortCircuit: gate,
+		Sources:      sources,
+		Claimer:      claimer,
+		MaxBodyBytes: a.cfg.MaxBodyBytes,
+		BodyBudget:   a.cfg.InflightBodyBytes,
+		ClaimTimeout: a.cfg.ClaimTimeout,
+		Metrics:      a.metrics,
+		Stats:        a.stats,
+		Duplicates:   receiver.NewDuplicateCheck(ctx, a.store, a.metrics, a.stats, a.log.Named("receiver")),
+	}
+	return nil
+}
+
+// buildServers makes the gin engines and the HTTP servers that serve
+// them: HTTP_ADDR's, and METRICS_ADDR's with its listener when it is set.
+func (a *App) buildServers() error {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	// The client address (allow_ips, logs) is the connection's, unless it
+	// comes from a trusted proxy: then X-Forwarded-For, read from the right
+	// past the trusted hops. gin trusts every proxy unless told otherwise.
+	e.RemoteIPHeaders = []string{"X-Forwarded-For"}
+	if err := e.SetTrustedProxies(a.cfg.TrustedProxies); err != nil {
+		return fmt.Errorf("TRUSTED_PROXIES: %w", err)
+	}
+	e.ContextWithFallback = true
+	if a.tracing != nil {
+		e.Use(traceRequests(a.tracing))
+	}
+	e.Use(web.Middleware(a.log.Named("http")), recovery(a.log))
+	a.engine, a.server = e, a.httpServer(e, "http")
+	a.server.IdleTimeout = 120 * time.Second
+	if a.cfg.MetricsAddr == "" {
+		return nil
+	}
+	m := gin.New()
+	m.Use(web.Middleware(a.log.Named("metrics")), recovery(a.log))
+	a.metricsEngine, a.metricsServer = m, a.httpServer(m, "metrics")
+	var err error
+	if a.metricsLn, err = net.Listen("tcp", a.cfg.MetricsAddr); err != nil {
+		return fmt.Errorf("listen METRICS_ADDR %s: %w", a.cfg.MetricsAddr, err)
+	}
+	return nil
+}
+
+// httpServer serves h within the configured read timeouts, logging its
+// errors under name.
+func (a *App) httpServer(h http.Handler, name string) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: a.cfg.ReadHeaderTimeout,
+		ReadTimeout:       a.cfg.ReadTimeout,
+		WriteTimeout:      30 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(a.log.Named(name)),
+	}
 }
 
 // registerModules is where every feature module is wired in: one line each.
@@ -353,24 +470,11 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 			return fmt.Errorf("start River UI: %w", err)
 		}
 	}
-	srv := &http.Server{
-		Handler:           a.engine,
-		ReadHeaderTimeout: a.cfg.ReadHeaderTimeout,
-		ReadTimeout:       a.cfg.ReadTimeout,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          zap.NewStdLog(a.log.Named("http")),
-	}
+	srv, msrv := a.server, a.metricsServer
 	a.log.Info("serving", zap.String("addr", ln.Addr().String()), zap.String("role", string(a.role)))
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
-	var msrv *http.Server
-	if a.metricsLn != nil {
-		msrv = &http.Server{
-			Handler: a.metricsEngine, ReadHeaderTimeout: a.cfg.ReadHeaderTimeout, ReadTimeout: a.cfg.ReadTimeout,
-			WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: zap.NewStdLog(a.log.Named("metrics")),
-		}
+	if msrv != nil {
 		a.log.Info("serving metrics", zap.String("addr", a.metricsLn.Addr().String()))
 		go func() { errc <- msrv.Serve(a.metricsLn) }()
 	}

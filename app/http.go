@@ -2,14 +2,12 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
-	"riverqueue.com/riverui"
 
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/migrations"
@@ -20,59 +18,25 @@ import (
 	"github.com/hookledger/hookledger/modules/operations/console"
 )
 
-// buildHTTP lists every route the process serves.
-func (a *App) buildHTTP() error {
-	gin.SetMode(gin.ReleaseMode)
-	e := gin.New()
-	e.HandleMethodNotAllowed = true
-	// The client address (allow_ips, logs) is the connection's, unless it
-	// comes from a trusted proxy: then X-Forwarded-For, read from the right
-	// past the trusted hops. gin trusts every proxy unless told otherwise.
-	e.RemoteIPHeaders = []string{"X-Forwarded-For"}
-	if err := e.SetTrustedProxies(a.cfg.TrustedProxies); err != nil {
-		return fmt.Errorf("TRUSTED_PROXIES: %w", err)
-	}
-	e.ContextWithFallback = true
-	if a.tracing != nil {
-		e.Use(traceRequests(a.tracing))
-	}
-	e.Use(web.Middleware(a.log.Named("http")), recovery(a.log))
+// buildHTTP lists every route the process serves: it mounts handlers on
+// e, the HTTP_ADDR engine, and m, METRICS_ADDR's (nil when unset), over
+// the parts build made.
+func (a *App) buildHTTP(e, m *gin.Engine) {
 	e.NoRoute(func(c *gin.Context) { c.JSON(http.StatusNotFound, gin.H{"error": "not found"}) })
 	e.NoMethod(func(c *gin.Context) { c.JSON(http.StatusMethodNotAllowed, gin.H{"error": "method not allowed"}) })
-
 	e.GET("/healthz", healthz)
-	store := ledger.NewStore(a.db, a.river, ledger.StoreOptions{
-		LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, Middleware: a.riverMiddleware(), Payloads: a.payloads, Sealer: a.sealer,
-	})
-	a.metrics.Registry.MustRegister(ledger.NewCollector(store), buildInfo())
-	if a.cfg.MetricsAddr == "" {
+	if m == nil {
 		e.GET("/readyz", a.readyz(true))
 		e.GET("/metrics", a.metricsRoute()...)
 	} else {
 		// The public port says only whether it is ready; volumes, source
 		// names and the schema version are on the metrics listener.
 		e.GET("/readyz", a.readyz(false))
-		m := gin.New()
-		m.Use(web.Middleware(a.log.Named("metrics")), recovery(a.log))
 		m.GET("/healthz", healthz)
 		m.GET("/readyz", a.readyz(true))
 		m.GET("/metrics", a.metricsRoute()...)
-		a.metricsEngine = m
-	}
-
-	if a.role.TakesWebhooks() {
-		a.stats = ledger.NewDeliveryStats(a.db)
 	}
 	if token := a.cfg.AdminToken.Reveal(); token != "" {
-		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
-			Endpoints: riverui.NewEndpoints(a.river, nil),
-			Logger:    ledger.SlogLogger(a.log.Named("riverui")),
-			Prefix:    "/riverui",
-		})
-		if err != nil {
-			return fmt.Errorf("River UI: %w", err)
-		}
-		a.riverUI = ui
 		names := make([]string, len(a.cfg.Sources))
 		for i, s := range a.cfg.Sources {
 			names[i] = s.Name
@@ -81,51 +45,17 @@ func (a *App) buildHTTP() error {
 		// gets no more tries by spreading them over the console and the API.
 		throttle := admin.NewThrottle()
 		admin.Routes(e, admin.Config{
-			Token: token, Ledger: store, Metrics: a.metrics, Sources: names, Stats: a.stats, RiverUI: ui, Throttle: throttle,
+			Token: token, Ledger: a.store, Metrics: a.metrics, Sources: names, Stats: a.stats, RiverUI: a.riverUI, Throttle: throttle,
 		})
 		console.Routes(e, console.Config{
 			Auth: admin.Auth(token, a.metrics, throttle), CSRFToken: admin.CSRFToken(token), CSRFField: admin.CSRFField,
-			Ledger: store, DB: a.db, Stats: a.stats, Sources: a.consoleSources(),
+			Ledger: a.store, DB: a.db, Stats: a.stats, Sources: a.consoleSources(),
 			LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, RiverUI: "/riverui",
 		})
 	}
-
 	if a.role.TakesWebhooks() {
-		sources, err := a.sources()
-		if err != nil {
-			return err
-		}
-		// What the receiver runs in the background: the claim committers
-		// and the duplicates' comparison.
-		ctx, cancel := context.WithCancel(context.Background())
-		a.stop = cancel
-		var claimer receiver.Claimer = store
-		if a.cfg.GroupCommit {
-			b := ledger.NewBatcher(ctx, store, a.cfg.ClaimCommitters, a.cfg.ClaimBatchMax)
-			b.LateClaim = a.lateClaim
-			claimer = b
-		}
-		if a.tracing != nil {
-			claimer = tracedClaimer{Claimer: claimer, tracer: a.tracing.Tracer(tracerName)}
-		}
-		gate, err := a.shortCircuit()
-		if err != nil {
-			return err
-		}
-		receiver.Routes(e, receiver.Config{
-			ShortCircuit: gate,
-			Sources:      sources,
-			Claimer:      claimer,
-			MaxBodyBytes: a.cfg.MaxBodyBytes,
-			BodyBudget:   a.cfg.InflightBodyBytes,
-			ClaimTimeout: a.cfg.ClaimTimeout,
-			Metrics:      a.metrics,
-			Stats:        a.stats,
-			Duplicates:   receiver.NewDuplicateCheck(ctx, store, a.metrics, a.stats, a.log.Named("receiver")),
-		})
+		receiver.Routes(e, a.webhooks)
 	}
-	a.engine = e
-	return nil
 }
 
 // lateClaim counts a claim that committed after its delivery was answered

@@ -27,15 +27,15 @@ func serve(ctx context.Context, cfg *config.Config, role config.Role, ln net.Lis
 		return err
 	}
 	defer log.Sync() //nolint:errcheck
-	if os.Getenv("GOGC") == "" {
+	if cfg.GOGC == "" {
 		// The live heap is small (tens of MB) and every request allocates
 		// its body: at Go's default of 100 the collector ran often enough
 		// to take a seventh of the receiver's CPU. GOGC set in the
 		// environment wins.
 		debug.SetGCPercent(serveGCPercent)
 	}
-	if path := os.Getenv("HOOKLEDGER_CPUPROFILE"); path != "" {
-		stop, err := startCPUProfile(path, role)
+	if cfg.CPUProfile != "" {
+		stop, err := startCPUProfile(cfg.CPUProfile, role)
 		if err != nil {
 			return err
 		}

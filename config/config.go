@@ -4,14 +4,12 @@
 package config
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
 	"net/netip"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -215,266 +213,95 @@ type Config struct {
 	// TracingProtocol is then grpc or http/protobuf.
 	Tracing         bool   `json:"tracing"`
 	TracingProtocol string `json:"tracing_protocol,omitempty"`
-}
-
-// providerEnv maps each provider to the variable holding its secrets.
-var providerEnv = []struct{ provider, env string }{
-	{"stripe", "STRIPE_WEBHOOK_SECRET"},
-	{"github", "GITHUB_WEBHOOK_SECRET"},
-	{"shopify", "SHOPIFY_WEBHOOK_SECRET"},
-	{"paddle", "PADDLE_WEBHOOK_SECRET"},
-	{"slack", "SLACK_SIGNING_SECRET"},
-	{"standard", "STANDARD_WEBHOOK_SECRET"},
+	// CPUProfile (HOOKLEDGER_CPUPROFILE), when set, is where serve writes
+	// its CPU and allocation profiles.
+	CPUProfile string `json:"cpu_profile,omitempty"`
+	// GOGC is the Go runtime's variable, which serve's own collector
+	// target gives way to when set.
+	GOGC string `json:"gogc,omitempty"`
 }
 
 // Load reads the configuration from the process environment.
 func Load() (*Config, error) { return FromEnv(os.Getenv) }
 
-// FromEnv reads the configuration through getenv and validates it. Every
-// problem is reported, not only the first.
+// FromEnv reads the configuration through getenv and validates it: each
+// option of the table (Options), then what several options decide
+// together, then the sources, the environment's and the config file's.
+// Every problem is reported, not only the first.
 func FromEnv(getenv func(string) string) (*Config, error) {
-	var errs []error
-	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	secret := func(name string) Secret {
-		v, err := secretVar(getenv, name)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		return Secret(strings.TrimSpace(v))
+	c := &Config{}
+	l := &loader{getenv: getenv, settings: make(map[string]setting, len(options))}
+	for i := range options {
+		l.load(c, &options[i])
 	}
-	c := &Config{
-		DatabaseURL:   secret("DATABASE_URL"),
-		HTTPAddr:      or(getenv("HTTP_ADDR"), DefaultHTTPAddr),
-		MetricsAddr:   getenv("METRICS_ADDR"),
-		MetricsToken:  secret("METRICS_TOKEN"),
-		LogLevel:      or(getenv("LOG_LEVEL"), "info"),
-		LogFormat:     or(getenv("LOG_FORMAT"), "json"),
-		ClaimMode:     ClaimMode(or(getenv("CLAIM_MODE"), string(ClaimEnforce))),
-		ReplayToken:   secret("REPLAY_TOKEN"),
-		AdminToken:    secret("ADMIN_TOKEN"),
-		RedisURL:      secret("REDIS_URL"),
-		StripeAPIKey:  secret("STRIPE_API_KEY"),
-		StripeAPIBase: strings.TrimRight(or(getenv("STRIPE_API_BASE"), "https://api.stripe.com"), "/"),
-		GitHubToken:   secret("GITHUB_TOKEN"),
-		GitHubAPIBase: strings.TrimRight(or(getenv("GITHUB_API_BASE"), "https://api.github.com"), "/"),
-		PaddleAPIKey:  secret("PADDLE_API_KEY"),
-		PaddleAPIBase: strings.TrimRight(or(getenv("PADDLE_API_BASE"), "https://api.paddle.com"), "/"),
+	c.checkOptions(l)
+	c.envSources(l)
+	if c.ConfigFile != "" {
+		l.add(c.loadFile(c.ConfigFile, getenv))
 	}
-
-	c.MaxBodyBytes = DefaultMaxBodyBytes
-	if v := getenv("MAX_BODY_BYTES"); v != "" {
-		c.MaxBodyBytesSet = true
-		n, err := strconv.ParseInt(v, 10, 64)
-		switch {
-		case err != nil || n <= 0:
-			fail("MAX_BODY_BYTES=%q: want a positive number of bytes", v)
-		case n > MaxMaxBodyBytes:
-			fail("MAX_BODY_BYTES=%d is over %d (32 MiB), above any provider's payload cap: every in-flight body may hold this much memory", n, MaxMaxBodyBytes)
-		default:
-			c.MaxBodyBytes = n
-		}
-	}
-	c.InflightBodyBytes = max(DefaultInflightBodyBytes, 8*c.MaxBodyBytes)
-	if v := getenv("MAX_INFLIGHT_BODY_BYTES"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		switch {
-		case err != nil || n <= 0:
-			fail("MAX_INFLIGHT_BODY_BYTES=%q: want a positive number of bytes", v)
-		case n < c.MaxBodyBytes:
-			fail("MAX_INFLIGHT_BODY_BYTES=%d is below MAX_BODY_BYTES=%d: a body of the limit could never be read", n, c.MaxBodyBytes)
-		default:
-			c.InflightBodyBytes = n
-		}
-	}
-	c.Workers = intVar(getenv, "WORKERS", DefaultWorkers, fail)
-	c.ApplyLinger = durationVar(getenv, "APPLY_LINGER", DefaultApplyLinger, fail)
-	if c.ApplyLinger < 0 || c.ApplyLinger > MaxApplyLinger {
-		fail("APPLY_LINGER=%s: want a duration from 0 (apply at once) to %s", c.ApplyLinger, MaxApplyLinger)
-	}
-	c.ClaimCommitters = intVar(getenv, "CLAIM_COMMITTERS", DefaultClaimCommitters, fail)
-	c.ClaimBatchMax = intVar(getenv, "CLAIM_BATCH_MAX", 256, fail)
-	switch v := or(getenv("CLAIM_GROUP_COMMIT"), "true"); v {
-	case "true", "1":
-		c.GroupCommit = true
-	case "false", "0":
-	default:
-		fail("CLAIM_GROUP_COMMIT=%q: want true or false", v)
-	}
-	c.DBMaxConns = intVar(getenv, "DB_MAX_CONNS", DefaultDBMaxConns, fail)
-	c.loadDeploy(getenv, secret, fail)
-	c.ReadHeaderTimeout = durationVar(getenv, "HTTP_READ_HEADER_TIMEOUT", 5*time.Second, fail)
-	c.ReadTimeout = durationVar(getenv, "HTTP_READ_TIMEOUT", 30*time.Second, fail)
-	for name, d := range map[string]time.Duration{"HTTP_READ_HEADER_TIMEOUT": c.ReadHeaderTimeout, "HTTP_READ_TIMEOUT": c.ReadTimeout} {
-		if d <= 0 {
-			fail("%s=%s: want a positive duration (0 would mean no limit, and a slow client could hold a connection for ever)", name, d)
-		}
-	}
-	c.ReconcileInterval = durationVar(getenv, "RECONCILE_INTERVAL", 0, fail)
-	c.ReconcileWindow = durationVar(getenv, "RECONCILE_WINDOW", time.Hour, fail)
-	if c.ReconcileInterval < 0 || c.ReconcileWindow <= 0 {
-		fail("RECONCILE_INTERVAL=%s, RECONCILE_WINDOW=%s: want an interval of 0 (off) or more and a positive window", c.ReconcileInterval, c.ReconcileWindow)
-	}
-	c.ReconcileSource = or(getenv("RECONCILE_SOURCE"), "stripe")
-	c.DriftInterval = durationVar(getenv, "DRIFT_INTERVAL", 0, fail)
-	if c.DriftInterval < 0 {
-		fail("DRIFT_INTERVAL=%s: want an interval of 0 (off) or more", c.DriftInterval)
-	}
-	c.loadRedis(getenv, fail)
-	for _, p := range strings.Split(getenv("TRUSTED_PROXIES"), ",") {
-		if p = strings.TrimSpace(p); p == "" {
-			continue
-		}
-		if !isNetwork(p) {
-			fail("TRUSTED_PROXIES: %q is neither a CIDR nor an address", p)
-		}
-		c.TrustedProxies = append(c.TrustedProxies, p)
-	}
-	c.PublishedIPsFile = getenv("PUBLISHED_IPS_FILE")
-	c.PublishedIPsMaxAge = durationVar(getenv, "PUBLISHED_IPS_MAX_AGE", DefaultPublishedIPsMaxAge, fail)
-	if c.PublishedIPsMaxAge <= 0 {
-		fail("PUBLISHED_IPS_MAX_AGE=%s: want a positive duration such as 720h", c.PublishedIPsMaxAge)
-	}
-	c.ClaimTimeout = durationVar(getenv, "CLAIM_TIMEOUT", DefaultClaimTimeout, fail)
-	if c.ClaimTimeout <= 0 {
-		fail("CLAIM_TIMEOUT=%s: want a positive duration such as 2s", c.ClaimTimeout)
-	}
-	c.Retention = durationVar(getenv, "RETENTION", DefaultRetention, fail)
-	if c.Retention < MinRetention {
-		fail("RETENTION=%s is below %s, Stripe's replay window: a pruned event id could be delivered again and applied twice", c.Retention, MinRetention)
-	}
-	for i, k := range strings.Split(string(secret("PAYLOAD_KEYS")), ",") {
-		if k = strings.TrimSpace(k); k == "" {
-			continue
-		}
-		if raw, err := base64.StdEncoding.DecodeString(k); err != nil || len(raw) != PayloadKeySize {
-			fail("PAYLOAD_KEYS: key %d is not %d bytes in standard base64 (make one with: openssl rand -base64 32)", i+1, PayloadKeySize)
-			continue
-		}
-		c.PayloadKeys = append(c.PayloadKeys, Secret(k))
-	}
-	c.KeyRetention = durationVar(getenv, "KEY_RETENTION", DefaultKeyRetention, fail)
-	if c.KeyRetention != 0 && c.KeyRetention < c.Retention {
-		fail("KEY_RETENTION=%s is below RETENTION=%s: a pruned event's keys would expire before its row would have; want at least RETENTION, or 0 to keep them for ever", c.KeyRetention, c.Retention)
-	}
-	switch c.ClaimMode {
-	case ClaimEnforce, ClaimLogOnly:
-	default:
-		fail("CLAIM_MODE=%q: want enforce or log-only", c.ClaimMode)
-	}
-	switch c.LogFormat {
-	case "json", "console":
-	default:
-		fail("LOG_FORMAT=%q: want json or console", c.LogFormat)
-	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		fail("LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel)
-	}
-	if c.ReconcileInterval > 0 && c.StripeAPIKey == "" {
-		fail("RECONCILE_INTERVAL is set but STRIPE_API_KEY is not: reconciliation reads Stripe's events API")
-	}
-	if c.DriftInterval > 0 && c.StripeAPIKey == "" {
-		fail("DRIFT_INTERVAL is set but STRIPE_API_KEY is not: the drift check reads Stripe's subscriptions and payment intents")
-	}
-	for _, pe := range providerEnv {
-		secrets, problems := secretsFrom(varName(getenv, pe.env), splitSecrets(string(secret(pe.env))))
-		if pe.provider == "standard" {
-			// v1a (ed25519) public keys verify beside the v1 secrets and
-			// are numbered after them. Every entry of the public-key
-			// variable must be a whpk_ key: what a key is follows from
-			// the variable it is in.
-			const pubEnv = "STANDARD_WEBHOOK_PUBLIC_KEY"
-			pubs, bad := publicKeysFrom(varName(getenv, pubEnv), splitSecrets(string(secret(pubEnv))))
-			problems = append(problems, bad...)
-			problems = append(problems, secretsThatArePublicKeys(varName(getenv, pe.env), secrets, pubs)...)
-			secrets = append(secrets, pubs...)
-		}
-		for _, p := range problems {
-			errs = append(errs, errors.New(p))
-		}
-		if len(secrets) == 0 {
-			continue // an empty secret disables the source; it never accepts everything
-		}
-		c.Sources = append(c.Sources, Source{
-			Name:      pe.provider,
-			Provider:  pe.provider,
-			Namespace: pe.provider,
-			Secrets:   secrets,
-			Tolerance: -1, // the provider's own default
-			BodyDedup: true,
-			fromEnv:   true,
-		})
-	}
-	if c.ConfigFile = getenv("HOOKLEDGER_CONFIG"); c.ConfigFile != "" {
-		if err := c.loadFile(c.ConfigFile, getenv); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	errs = append(errs, c.checkSharedNamespaces()...)
-	errs = append(errs, c.checkSigningKeys()...)
-	errs = append(errs, c.checkDanger()...)
+	l.errs = append(l.errs, c.checkSharedNamespaces()...)
+	l.errs = append(l.errs, c.checkSigningKeys()...)
+	l.errs = append(l.errs, c.checkDanger()...)
 	c.warn()
-	return c, errors.Join(errs...)
+	return c, errors.Join(l.errs...)
 }
 
-// ProviderNames lists the providers a source may name.
-func ProviderNames() []string {
-	names := make([]string, len(providerEnv))
-	for i, pe := range providerEnv {
-		names[i] = pe.provider
-	}
-	return names
+// loader is one reading of the environment.
+type loader struct {
+	getenv func(string) string
+	// settings holds every option's value by name, for the checks that
+	// read several.
+	settings map[string]setting
+	errs     []error
 }
 
-// checkSharedNamespaces refuses two sources with different secrets in one
-// namespace, unless the config file says so (share_namespace): either
-// signer could claim the other's event ids first, and the other's genuine
-// events would then be answered as duplicates.
-func (c *Config) checkSharedNamespaces() []error {
-	var errs []error
-	for i, a := range c.Sources {
-		for _, b := range c.Sources[:i] {
-			if a.Namespace != b.Namespace || slices.Equal(a.Secrets, b.Secrets) || (a.ShareNamespace && b.ShareNamespace) {
-				continue
-			}
-			if (a.ShareNamespace && b.fromEnv) || (b.ShareNamespace && a.fromEnv) {
-				continue // an environment source cannot say so itself; the file source's word is enough
-			}
-			errs = append(errs, fmt.Errorf("sources %s and %s share namespace %q with different secrets, so each could claim the other's event ids: "+
-				"give one its own namespace, or set share_namespace: true on the config-file source(s) if both are endpoints of one account", b.Name, a.Name, a.Namespace))
-		}
-	}
-	return errs
+// setting is one option as read.
+type setting struct {
+	value string // the variable's value, else the option's default
+	from  string // where it was read: the variable, or NAME_FILE
+	given bool   // the environment set it
 }
 
-// checkSigningKeys refuses a Standard Webhooks signing key (whsk_) on any
-// source: a receiver verifies v1a signatures with the sender's public key
-// (whpk_) and must never hold the key that makes them.
-func (c *Config) checkSigningKeys() []error {
-	var errs []error
-	for _, s := range c.Sources {
-		for i, sec := range s.Secrets {
-			if strings.HasPrefix(sec.Reveal(), "whsk_") {
-				errs = append(errs, fmt.Errorf("source %s: key %d is a Standard Webhooks signing key (whsk_): a receiver needs only the sender's public key (whpk_, STANDARD_WEBHOOK_PUBLIC_KEY or public_keys); remove the signing key from this host", s.Name, i))
-			}
-		}
+// load reads option o and sets its field: the default first, then the
+// environment's value, so that a value that does not parse leaves the
+// default. An empty variable is unset.
+func (l *loader) load(c *Config, o *Option) {
+	s := setting{value: o.Default, from: o.Name}
+	v := l.getenv(o.Name)
+	if o.Secret {
+		var err error
+		v, s.from, err = readVar(l.getenv, o.Name)
+		l.add(err)
 	}
-	return errs
+	if v != "" {
+		s.value, s.given = v, true
+	}
+	l.settings[o.Name] = s
+	if o.set == nil {
+		return
+	}
+	l.add(o.set(c, o.Name, o.Default))
+	if s.given {
+		l.add(o.set(c, o.Name, s.value))
+	}
 }
 
-// warn records choices that load but look wrong.
-func (c *Config) warn() {
-	for _, s := range c.Sources {
-		if s.Provider != "stripe" {
-			continue
-		}
-		for i, sec := range s.Secrets {
-			if !strings.HasPrefix(sec.Reveal(), "whsec_") {
-				c.Warnings = append(c.Warnings, fmt.Sprintf("source %s: Stripe secret %d does not start with whsec_: is it an API key or another provider's secret? Stripe signs with the endpoint's signing secret (whsec_...)", s.Name, i))
-			}
-		}
+// value is option name's value, else its default.
+func (l *loader) value(name string) string { return l.settings[name].value }
+
+func (l *loader) add(err error) {
+	if err != nil {
+		l.errs = append(l.errs, err)
 	}
+}
+
+func (l *loader) fail(format string, args ...any) { l.add(fmt.Errorf(format, args...)) }
+
+// readVar reads secret variable name as secretVar does, trimmed, and says
+// where it came from (varName).
+func readVar(getenv func(string) string, name string) (v, from string, err error) {
+	v, err = secretVar(getenv, name)
+	return strings.TrimSpace(v), varName(getenv, name), err
 }
 
 // secretVar reads a secret from the variable name or, when that is unset,
@@ -563,32 +390,6 @@ func ParseDuration(v string) (time.Duration, error) {
 		return time.Duration(n * float64(time.Second)), nil
 	}
 	return time.ParseDuration(v)
-}
-
-func durationVar(getenv func(string) string, name string, def time.Duration, fail func(string, ...any)) time.Duration {
-	v := getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := ParseDuration(v)
-	if err != nil {
-		fail("%s=%q: want a duration such as 2s or 720h", name, v)
-		return def
-	}
-	return d
-}
-
-func intVar(getenv func(string) string, name string, def int, fail func(string, ...any)) int {
-	v := getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		fail("%s=%q: want a positive whole number", name, v)
-		return def
-	}
-	return n
 }
 
 func or(v, def string) string {

@@ -20,26 +20,19 @@ const (
 	PoolerTransaction DatabasePooler = "transaction"
 )
 
-// loadDeploy reads the settings for running behind a pooler, against a
-// replicated PostgreSQL and with OpenTelemetry.
-func (c *Config) loadDeploy(getenv func(string) string, secret func(string) Secret, fail func(string, ...any)) {
-	c.DatabasePooler = DatabasePooler(or(getenv("DATABASE_POOLER"), string(PoolerNone)))
-	switch c.DatabasePooler {
-	case PoolerNone, PoolerTransaction:
-	default:
-		fail("DATABASE_POOLER=%q: want none or transaction", c.DatabasePooler)
-	}
-	c.DatabaseDirectURL = secret("DATABASE_DIRECT_URL")
+// checkDeploy warns about a transaction pooler without a direct URL and
+// turns tracing on when the standard OTEL_* variables ask for it.
+func (c *Config) checkDeploy(l *loader) {
 	if c.DatabasePooler == PoolerTransaction && c.DatabaseDirectURL == "" {
 		c.Warnings = append(c.Warnings, "DATABASE_POOLER=transaction without DATABASE_DIRECT_URL: workers poll for new jobs instead of listening, "+
 			"and `hookledger migrate` needs DATABASE_DIRECT_URL (its lock is held by a session)")
 	}
-	if c.Tracing = tracingOn(getenv); c.Tracing {
-		c.TracingProtocol = or(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), or(getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), "http/protobuf"))
+	if c.Tracing = tracingOn(l.value); c.Tracing {
+		c.TracingProtocol = or(l.value("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), l.value("OTEL_EXPORTER_OTLP_PROTOCOL"))
 		switch c.TracingProtocol {
 		case "grpc", "http/protobuf":
 		default:
-			fail("OTEL_EXPORTER_OTLP_PROTOCOL=%q: want grpc or http/protobuf", c.TracingProtocol)
+			l.fail("OTEL_EXPORTER_OTLP_PROTOCOL=%q: want grpc or http/protobuf", c.TracingProtocol)
 		}
 	}
 }

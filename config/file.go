@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -50,6 +51,42 @@ type fileSource struct {
 	// AllowIPs are the client networks accepted: CIDRs, addresses, or
 	// stripe / github for the providers' published lists.
 	AllowIPs []string `yaml:"allow_ips"`
+}
+
+// A FileKey is one key a config-file source may have, with what it does.
+type FileKey struct{ Key, Doc string }
+
+// FileKeys documents the keys of a config-file source, in the order of
+// fileSource.
+func FileKeys() []FileKey { return slices.Clone(fileKeys) }
+
+var fileKeys = []FileKey{
+	{"name", "Required. The source's URL is `POST /webhooks/<name>`: lowercase letters, digits, `-` and `_`, at most 63, unique among the sources (the environment's are named after their providers)."},
+	{"provider", "Required: " + list(ProviderNames(), "or") + "."},
+	{"namespace", "The dedup scope; default the provider's name, shared with the environment's source of that provider. " +
+		"Another provider's name is refused. Two sources with different secrets share a namespace only with `share_namespace`."},
+	{"secrets", "Secrets written in the file. They work, but prefer `secrets_env` or `secrets_file`; a blank entry is refused."},
+	{"secrets_env", "A variable holding the secrets, comma-separated for rotation (any one matches); its `_FILE` form is honoured too."},
+	{"secrets_file", "A file holding the secrets, comma-separated (a Docker or Kubernetes secret)."},
+	{"public_keys", "The sender's public keys (`whpk_` and base64 of the 32-byte ed25519 key), for providers that sign asymmetrically (`v1a`); " +
+		"they enable the source as a secret does, and are numbered after the secrets."},
+	{"public_keys_env", "A variable holding public keys, comma-separated (its `_FILE` form too)."},
+	{"tolerance", "The timestamp window: a Go duration or seconds, at least `1s`; `0` turns the check off; default the provider's (see Providers). " +
+		"Over 1h starts with a warning: a captured delivery's signature stays valid that long."},
+	{"id", "An id fallback for a sender that puts no event id where its provider does; used only when the provider's own id is missing. " +
+		"The id is the first of `header`, `json_path` and `hash_fields` that gives one."},
+	{"id.header", "A request header holding the id. No provider signs it, so an event whose id comes from it also claims its signed body: " +
+		"a copy of one delivery under another id is answered `duplicate`, never claimed again."},
+	{"id.json_path", "A dotted path to the id in the body (`event.client_msg_id`)."},
+	{"id.hash_fields", "The last resort: the SHA-256 of these body fields. Choose fields that identify the event and never change between retries, " +
+		"never the whole body, whose delivery metadata may change."},
+	{"replay_token_env", "A variable holding this source's own `X-Replay-Token`, instead of `REPLAY_TOKEN` (honoured only for providers with a replay path)."},
+	{"share_namespace", "`true` lets the source share its namespace with sources that have other secrets: two endpoints of one account. " +
+		"Otherwise refused, since either signer could claim the other's event ids first. An environment source cannot say so itself: the file source's word is enough."},
+	{"body_dedup", "For providers that sign only the body (default `true`): a delivery whose signed body equals an earlier event's under another id is a replay " +
+		"and is answered `duplicate`. Turn it off only if the sender legitimately sends identical bodies as distinct events."},
+	{"allow_ips", "The client networks accepted: CIDRs, addresses, or the names of the providers' published sender lists (see Providers). " +
+		"A client outside gets `403` before its body is read, counted in `hookledger_allowlist_refusals_total`. The signature stays the defence; the list is an extra fence."},
 }
 
 type fileConfig struct {
@@ -107,6 +144,33 @@ func (c *Config) loadFile(path string, getenv func(string) string) error {
 // fileSource validates one config-file source, whether or not it has a
 // secret, and builds it; enabled is false when it has no secret.
 func (c *Config) fileSource(fs fileSource, getenv func(string) string) (src Source, enabled bool, problems []string) {
+	problems = c.checkSource(fs)
+	tolerance, err := parseTolerance(fs.Tolerance)
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("tolerance %q: %v", fs.Tolerance, err))
+	}
+	secrets, bad := fs.keys(getenv)
+	problems = append(problems, bad...)
+	var replayToken string
+	if fs.ReplayTokenEnv != "" {
+		if replayToken, _, err = readVar(getenv, fs.ReplayTokenEnv); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	src = Source{
+		Name: fs.Name, Provider: fs.Provider, Namespace: cmp.Or(fs.Namespace, fs.Provider), Secrets: secrets, Tolerance: tolerance,
+		IDFallback: fs.ID, ReplayToken: Secret(replayToken), ShareNamespace: fs.ShareNamespace, BodyDedup: true, AllowIPs: fs.AllowIPs,
+	}
+	if fs.BodyDedup != nil {
+		src.BodyDedup = *fs.BodyDedup
+	}
+	return src, len(secrets) > 0, problems
+}
+
+// checkSource says what is wrong with a config-file source's name,
+// provider and namespace, its id fallback, and the keys that apply to
+// some providers only.
+func (c *Config) checkSource(fs fileSource) (problems []string) {
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	if !sourceName.MatchString(fs.Name) {
 		fail("name must be lowercase letters, digits, - or _ (at most 63)")
@@ -114,102 +178,93 @@ func (c *Config) fileSource(fs fileSource, getenv func(string) string) (src Sour
 	if _, dup := c.Source(fs.Name); dup || slices.Contains(c.Disabled, fs.Name) {
 		fail("a source named %s is already configured", fs.Name)
 	}
-	if fs.Provider == "" {
+	names := ProviderNames()
+	switch {
+	case fs.Provider == "":
 		fail("provider is required")
-	} else if !slices.Contains(ProviderNames(), fs.Provider) {
-		fail("provider %q: want one of %s", fs.Provider, strings.Join(ProviderNames(), ", "))
-	}
-	ns := fs.Namespace
-	if ns == "" {
-		ns = fs.Provider
+	case !slices.Contains(names, fs.Provider):
+		fail("provider %q: want one of %s", fs.Provider, strings.Join(names, ", "))
 	}
 	switch {
 	case fs.Namespace == "":
 	case !sourceName.MatchString(fs.Namespace):
 		fail("namespace %q: want lowercase letters, digits, - or _ (at most 63)", fs.Namespace)
-	case fs.Namespace != fs.Provider && slices.Contains(ProviderNames(), fs.Namespace):
+	case fs.Namespace != fs.Provider && slices.Contains(names, fs.Namespace):
 		fail("namespace %q is the %s provider's default namespace: this %s source would share its ledger", fs.Namespace, fs.Namespace, fs.Provider)
-	}
-	tolerance, err := parseTolerance(fs.Tolerance)
-	if err != nil {
-		fail("tolerance %q: %v", fs.Tolerance, err)
 	}
 	if fs.ID != nil && fs.ID.Header == "" && fs.ID.JSONPath == "" && len(fs.ID.HashFields) == 0 {
 		fail("id needs header, json_path or hash_fields")
 	}
-	if fs.BodyDedup != nil && fs.Provider != "github" && fs.Provider != "shopify" {
-		fail("body_dedup applies to github and shopify sources only (the other providers sign their event ids)")
+	return append(problems, checkProviderKeys(fs)...)
+}
+
+// checkProviderKeys refuses the keys that the source's provider does not
+// take: body_dedup (for providers that sign only the body), public keys,
+// and allow_ips names of published lists.
+func checkProviderKeys(fs fileSource) (problems []string) {
+	facts := providers[fs.Provider]
+	if fs.BodyDedup != nil && !facts.signsBodyOnly {
+		problems = append(problems, fmt.Sprintf("body_dedup applies to %s sources only (the other providers sign their event ids)",
+			list(providersWhere(func(p providerFacts) bool { return p.signsBodyOnly }), "and")))
 	}
-	// What a key is follows from the field it comes from: secrets are
-	// never public keys, and every public key is a whpk_ ed25519 key.
+	if (len(fs.PublicKeys) > 0 || fs.PublicKeysEnv != "") && facts.publicKeyPrefix == "" {
+		problems = append(problems, fmt.Sprintf("public_keys and public_keys_env apply to %s sources only (v1a signatures)",
+			list(providersWhere(func(p providerFacts) bool { return p.publicKeyPrefix != "" }), "and")))
+	}
+	published := providersWhere(func(p providerFacts) bool { return p.publishedIPs })
+	for j, e := range fs.AllowIPs {
+		if !slices.Contains(published, e) && !isNetwork(e) {
+			problems = append(problems, fmt.Sprintf("allow_ips[%d] %q: want a CIDR, an address, %s", j, e, list(published, "or")))
+		}
+	}
+	return problems
+}
+
+// keys collects the source's secrets (secrets, secrets_file, secrets_env,
+// in that order), then its public keys (public_keys, public_keys_env):
+// public keys verify beside the secrets and are numbered after them. What
+// a key is follows from the field it comes from: secrets are never public
+// keys, and every public key is a whpk_ ed25519 key.
+func (fs fileSource) keys(getenv func(string) string) (keys []Secret, problems []string) {
 	var secrets, publicKeys []Secret
-	addSecrets := func(from string, given []Secret) {
-		kept, bad := secretsFrom(from, given)
+	add := func(to *[]Secret, keep func(string, []Secret) ([]Secret, []string), from string, given []Secret) {
+		kept, bad := keep(from, given)
 		problems = append(problems, bad...)
-		secrets = append(secrets, kept...)
-	}
-	addPublicKeys := func(from string, given []Secret) {
-		kept, bad := publicKeysFrom(from, given)
-		problems = append(problems, bad...)
-		publicKeys = append(publicKeys, kept...)
+		*to = append(*to, kept...)
 	}
 	for j, s := range fs.Secrets {
 		if strings.TrimSpace(s) == "" {
-			fail("secrets[%d] is blank", j)
+			problems = append(problems, fmt.Sprintf("secrets[%d] is blank", j))
 			continue
 		}
-		addSecrets(fmt.Sprintf("secrets[%d]", j), []Secret{Secret(strings.TrimSpace(s))})
+		add(&secrets, secretsFrom, fmt.Sprintf("secrets[%d]", j), []Secret{Secret(strings.TrimSpace(s))})
 	}
 	if fs.SecretsFile != "" {
 		v, err := readSecretFile(fs.SecretsFile)
 		if err != nil {
-			fail("secrets_file: %v", err)
+			problems = append(problems, "secrets_file: "+err.Error())
 		}
-		addSecrets("secrets_file", splitSecrets(v))
+		add(&secrets, secretsFrom, "secrets_file", splitSecrets(v))
 	}
 	if fs.SecretsEnv != "" {
-		v, err := secretVar(getenv, fs.SecretsEnv)
+		v, from, err := readVar(getenv, fs.SecretsEnv)
 		if err != nil {
-			fail("%v", err)
+			problems = append(problems, err.Error())
 		}
-		addSecrets("secrets_env "+varName(getenv, fs.SecretsEnv), splitSecrets(v))
-	}
-	if (len(fs.PublicKeys) > 0 || fs.PublicKeysEnv != "") && fs.Provider != "standard" {
-		fail("public_keys and public_keys_env apply to standard sources only (v1a signatures)")
+		add(&secrets, secretsFrom, "secrets_env "+from, splitSecrets(v))
 	}
 	for j, k := range fs.PublicKeys {
-		addPublicKeys(fmt.Sprintf("public_keys[%d]", j), []Secret{Secret(strings.TrimSpace(k))})
+		add(&publicKeys, publicKeysFrom, fmt.Sprintf("public_keys[%d]", j), []Secret{Secret(strings.TrimSpace(k))})
 	}
 	if fs.PublicKeysEnv != "" {
-		v, err := secretVar(getenv, fs.PublicKeysEnv)
+		v, from, err := readVar(getenv, fs.PublicKeysEnv)
 		if err != nil {
-			fail("%v", err)
+			problems = append(problems, err.Error())
 		}
-		addPublicKeys("public_keys_env "+varName(getenv, fs.PublicKeysEnv), splitSecrets(v))
+		add(&publicKeys, publicKeysFrom, "public_keys_env "+from, splitSecrets(v))
 	}
 	problems = append(problems, secretsThatArePublicKeys("secrets (secrets, secrets_file, secrets_env in that order)", secrets, publicKeys)...)
-	// Public keys verify beside the secrets and are numbered after them.
-	secrets = append(secrets, publicKeys...)
-	for j, e := range fs.AllowIPs {
-		if e != "stripe" && e != "github" && !isNetwork(e) {
-			fail("allow_ips[%d] %q: want a CIDR, an address, stripe or github", j, e)
-		}
-	}
-	var replayToken string
-	if fs.ReplayTokenEnv != "" {
-		if replayToken, err = secretVar(getenv, fs.ReplayTokenEnv); err != nil {
-			fail("%v", err)
-		}
-	}
-	src = Source{
-		Name: fs.Name, Provider: fs.Provider, Namespace: ns, Secrets: secrets, Tolerance: tolerance, IDFallback: fs.ID,
-		ReplayToken: Secret(strings.TrimSpace(replayToken)), ShareNamespace: fs.ShareNamespace, BodyDedup: true,
-		AllowIPs: fs.AllowIPs,
-	}
-	if fs.BodyDedup != nil {
-		src.BodyDedup = *fs.BodyDedup
-	}
-	return src, len(secrets) > 0, problems
+	return append(secrets, publicKeys...), problems
 }
 
 // parseTolerance reads a source's tolerance: empty is the provider's

@@ -67,6 +67,19 @@ type Provider struct {
 	// DefaultTolerance is the provider SDK's timestamp tolerance; zero when
 	// the provider signs no timestamp.
 	DefaultTolerance time.Duration
+	// ToleranceBothWays says the timestamp check refuses a signed time
+	// further than the tolerance ahead of now as well as behind it (Slack,
+	// Standard Webhooks); the others refuse old timestamps only, as their
+	// SDKs do.
+	ToleranceBothWays bool
+	// SecretPrefix, when set, is how every signing secret the provider
+	// issues starts (Stripe's whsec_): a configured secret without it is
+	// probably an API key or another provider's secret.
+	SecretPrefix string
+	// PublicKeyPrefix, when set, says the provider also signs with
+	// asymmetric keys, verified with the sender's public keys, which start
+	// with it (Standard Webhooks' v1a and whpk_).
+	PublicKeyPrefix string
 	// IDLocation says where the event id lives, for error messages.
 	IDLocation string
 	// BodyKeys are the body's keys that identify the event (id, type,

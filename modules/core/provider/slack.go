@@ -15,14 +15,15 @@ import (
 // event_id; a url_verification is answered with its challenge and never
 // stored. Retries carry X-Slack-Retry-Num, which is recorded.
 var Slack = &Provider{
-	Name:             "slack",
-	IDLocation:       "the body's event_id",
-	DefaultTolerance: 300 * time.Second,
-	SignatureHeaders: []string{"X-Slack-Signature"},
-	Headers:          []string{"X-Slack-Request-Timestamp", "X-Slack-Retry-Num", "X-Slack-Retry-Reason", "User-Agent"},
-	VerifyFunc:       verifySlack,
-	ParseFunc:        parseSlack,
-	BodyKeys:         []string{"type", "event_id", "event_time", "event.type"},
+	Name:              "slack",
+	IDLocation:        "the body's event_id",
+	DefaultTolerance:  300 * time.Second,
+	ToleranceBothWays: true,
+	SignatureHeaders:  []string{"X-Slack-Signature"},
+	Headers:           []string{"X-Slack-Request-Timestamp", "X-Slack-Retry-Num", "X-Slack-Retry-Reason", "User-Agent"},
+	VerifyFunc:        verifySlack,
+	ParseFunc:         parseSlack,
+	BodyKeys:          []string{"type", "event_id", "event_time", "event.type"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		return http.Header{
 			"X-Slack-Request-Timestamp": {strconv.FormatInt(d.At.Unix(), 10)},

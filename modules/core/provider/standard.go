@@ -34,15 +34,17 @@ import (
 // deduplicated before any cryptography, and the signed content is built
 // once per delivery.
 var Standard = &Provider{
-	Name:             "standard",
-	IDLocation:       "webhook-id header",
-	DefaultTolerance: 300 * time.Second,
-	SignatureHeaders: []string{"Webhook-Signature", "Svix-Signature"},
-	Headers:          []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Topic", "Svix-Id", "Svix-Timestamp", "User-Agent"},
-	VerifyFunc:       verifyStandard,
-	ParseFunc:        parseStandard,
-	TypeOptional:     true,
-	BodyKeys:         []string{"type", "timestamp"},
+	Name:              "standard",
+	IDLocation:        "webhook-id header",
+	DefaultTolerance:  300 * time.Second,
+	ToleranceBothWays: true,
+	PublicKeyPrefix:   StandardPublicKeyPrefix,
+	SignatureHeaders:  []string{"Webhook-Signature", "Svix-Signature"},
+	Headers:           []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Topic", "Svix-Id", "Svix-Timestamp", "User-Agent"},
+	VerifyFunc:        verifyStandard,
+	ParseFunc:         parseStandard,
+	TypeOptional:      true,
+	BodyKeys:          []string{"type", "timestamp"},
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		sig, err := SignStandard(secret, d.ID, d.At.Unix(), d.Body)
 		if err != nil {

@@ -18,6 +18,7 @@ var Stripe = &Provider{
 	Name:             "stripe",
 	IDLocation:       "the body's id",
 	DefaultTolerance: 300 * time.Second,
+	SecretPrefix:     "whsec_",
 	SignatureHeaders: []string{"Stripe-Signature"},
 	Headers:          []string{"User-Agent"},
 	VerifyFunc:       verifyStripe,
