@@ -22,15 +22,22 @@ func eraseCommand(t terminal) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "erase --subject VALUE [--namespace NS] [--dry-run] [--yes]",
-		Short: "Erase one subject's data from stored payloads, keeping dedup",
+		Short: "Erase one subject's data from stored payloads and module rows, keeping dedup",
 		Long: `Replace, in every ledger row whose payload holds VALUE as a JSON string
 value (a customer id, an email address), the payload by a redaction marker
 and the headers by none, keeping the row's namespace, event id, type,
 times, status and digest: a redelivery of the event stays a duplicate. A
 failed event holding it is discarded first (it can no longer be applied);
 one being applied right now is left, and the command exits 1 naming it:
-run it again once it settles. It lists the rows first; changing more
-than one asks on a terminal, and needs --yes without one.`,
+run it again once it settles.
+
+Then every module erases VALUE from its own tables (subscription and
+payment redact the customer id and keep the row, usage deletes the
+customer's deltas and totals), all modules in one transaction, and the
+command prints how many rows each changed; a module that fails changes
+nothing and is named. It lists the rows first (--dry-run prints the same counts and
+changes nothing); changing more than one asks on a terminal, and needs
+--yes without one.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if subject == "" {
@@ -46,19 +53,24 @@ than one asks on a terminal, and needs --yes without one.`,
 			if err != nil {
 				return err
 			}
+			modules, err := env.store.EraseModules(ctx, env.registry, subject, namespace, true)
+			if err != nil {
+				return err
+			}
 			var failed []ledger.EraseMatch
 			for _, m := range found.Pending {
 				if m.Status == string(webhookevent.StatusFailed) {
 					failed = append(failed, m)
 				}
 			}
+			events, rows := int64(len(found.Rows)+len(failed)), moduleRows(modules)
 			if bulk.dryRun {
 				printErasable(t, found)
-				fmt.Fprintf(t.out, "would erase %d event payload(s)\n", len(found.Rows)+len(failed))
+				fmt.Fprintf(t.out, "would erase %d event payload(s)\n", events)
+				printModuleRows(t, modules, "would erase")
 				return nil
 			}
-			n := int64(len(found.Rows) + len(failed))
-			if err := bulk.confirm(t, n, fmt.Sprintf("erase the payloads of %d event(s)", n)); err != nil {
+			if err := bulk.confirm(t, events+rows, fmt.Sprintf("erase the payloads of %d event(s) and %d module row(s)", events, rows)); err != nil {
 				return err
 			}
 			for _, m := range failed {
@@ -66,11 +78,18 @@ than one asks on a terminal, and needs --yes without one.`,
 					return fmt.Errorf("discard %s/%s before erasing it: %w", m.Namespace, m.EventID, err)
 				}
 			}
+			// The ledger first: an event it finds settled has written its
+			// rows, which the modules then erase; one it finds pending may
+			// write them later, and makes the command fail, to be run again.
 			done, err := env.store.Erase(ctx, subject, namespace, false)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(t.out, "erased %d event payload(s); their redeliveries stay duplicates\n", len(done.Rows))
+			if modules, err = env.store.EraseModules(ctx, env.registry, subject, namespace, false); err != nil {
+				return err
+			}
+			printModuleRows(t, modules, "erased")
 			if len(done.Pending) > 0 {
 				for _, m := range done.Pending {
 					fmt.Fprintf(t.errOut, "not erased: %s/%s is %s; run erase again once it settles\n", m.Namespace, m.EventID, m.Status)
@@ -82,8 +101,25 @@ than one asks on a terminal, and needs --yes without one.`,
 	}
 	cmd.Flags().StringVar(&subject, "subject", "", "the value to erase, as it appears in payloads (a customer id, an email address)")
 	cmd.Flags().StringVar(&namespace, "namespace", "", "only this ledger namespace")
-	bulk.register(cmd, "list the events that hold the subject, and change nothing")
+	bulk.register(cmd, "list the events and count the module rows that hold the subject, and change nothing")
 	return cmd
+}
+
+// moduleRows is how many rows the modules erased, or would.
+func moduleRows(ms []ledger.ModuleErasure) int64 {
+	var n int64
+	for _, m := range ms {
+		n += m.Rows
+	}
+	return n
+}
+
+// printModuleRows prints a line per module: "module subscription: erased 1
+// row(s)".
+func printModuleRows(t terminal, ms []ledger.ModuleErasure, verb string) {
+	for _, m := range ms {
+		fmt.Fprintf(t.out, "module %s: %s %d row(s)\n", m.Module, verb, m.Rows)
+	}
 }
 
 // printErasable lists the rows a dry run found.

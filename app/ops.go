@@ -23,12 +23,16 @@ import (
 	"github.com/hookledger/hookledger/modules/operations/admin"
 )
 
-// opsEnv is what an operations command works with: the configuration and
-// the ledger, on an insert-only River client (no HTTP, no workers).
+// opsEnv is what an operations command works with: the configuration,
+// the ledger on an insert-only River client (no HTTP, no workers), and the
+// modules' registrations.
 type opsEnv struct {
 	cfg   *config.Config
 	db    *sql.DB
 	store *ledger.Store
+	// registry holds what every module registers, as the server's does:
+	// erase runs the modules' EraseFuncs from it.
+	registry *ledger.Registry
 	// sealer opens and seals payloads (PAYLOAD_KEYS); nil when off.
 	sealer *ledger.Sealer
 	close  func()
@@ -36,7 +40,8 @@ type opsEnv struct {
 
 // openOps connects for an operations command. Its Store claims as the
 // server does without log-only (replay): a duplicate is never applied
-// again from the command line.
+// again from the command line. The modules register as they do in New
+// (registerModules), so a registration that went wrong fails here too.
 func openOps(ctx context.Context) (*opsEnv, error) {
 	cfg, err := config.Load()
 	if err != nil {
@@ -58,7 +63,9 @@ func openOps(ctx context.Context) (*opsEnv, error) {
 		db.Close()
 		pool.Close()
 	}
-	jobs, err := ledger.NewRiver(db, nil, ledger.RiverOptions{Registry: ledger.NewRegistry(), Logger: log, Metrics: metrics.New()})
+	modules := &App{cfg: cfg, log: log, db: db, metrics: metrics.New(), registry: ledger.NewRegistry()}
+	modules.registerModules()
+	jobs, err := ledger.NewRiver(db, nil, ledger.RiverOptions{Registry: modules.registry, Logger: log, Metrics: modules.metrics})
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -68,7 +75,8 @@ func openOps(ctx context.Context) (*opsEnv, error) {
 		closeAll()
 		return nil, err
 	}
-	return &opsEnv{cfg: cfg, db: db, store: ledger.NewStore(db, jobs, ledger.StoreOptions{Sealer: sealer}), sealer: sealer, close: closeAll}, nil
+	return &opsEnv{cfg: cfg, db: db, store: ledger.NewStore(db, jobs, ledger.StoreOptions{Sealer: sealer}), registry: modules.registry,
+		sealer: sealer, close: closeAll}, nil
 }
 
 // parseWhen reads a point in time: RFC 3339, Unix seconds, or a duration

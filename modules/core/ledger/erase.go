@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,12 @@ import (
 // namespace, event id, type, times, status and digest, so a redelivery is
 // still a duplicate, and nothing of the subject.
 const ErasedPayload = `{"hookledger":"erased"}`
+
+// Erased is what a redacted text column holds: the ledger's last_error
+// that quoted the subject, and a module's column that held it (a
+// customer id). It is not empty, so a merge that fills an empty column
+// does not fill it again from a late event.
+const Erased = "(erased)"
 
 // EraseMatch is a ledger row whose payload holds the subject.
 type EraseMatch struct {
@@ -142,7 +149,7 @@ func (s *Store) eraseBatch(ctx context.Context, subject string, dryRun bool, wit
 	rows, err := s.db.QueryContext(ctx, with+`,
 		done AS (
 			UPDATE webhook_event e SET payload = '`+ErasedPayload+`', headers = NULL, erased_at = now(),
-				last_error = CASE WHEN strpos(e.last_error, $1) > 0 THEN '(erased)' ELSE e.last_error END,
+				last_error = CASE WHEN strpos(e.last_error, $1) > 0 THEN '`+Erased+`' ELSE e.last_error END,
 				failure_log = CASE WHEN strpos(e.failure_log::text, $1) > 0 THEN NULL ELSE e.failure_log END
 			FROM hit WHERE e.id = hit.id AND NOT $2 AND e.erased_at IS NULL AND e.status IN (`+settledSQL+`, `+discardedSQL+`)
 			RETURNING e.id)
@@ -206,4 +213,56 @@ func Holds(payload []byte, subject string) bool {
 			return true
 		}
 	}
+}
+
+// ModuleErasure is what one module's EraseFunc erased, or on a dry run
+// would erase.
+type ModuleErasure struct {
+	Module string `json:"module"`
+	Rows   int64  `json:"rows"`
+}
+
+// errDryRun rolls a dry run's transaction back.
+var errDryRun = errors.New("dry run")
+
+// EraseModules runs every EraseFunc reg holds, in registration order, in
+// one transaction: every module's rows of subject go, or none do. With
+// dryRun it rolls the transaction back, so it reports what a real run
+// would do and changes nothing. It returns one entry per module that
+// registered an EraseFunc, in that order; a failure names the module.
+//
+// hookledger erase runs it after Erase: a business row written by an
+// event that was settled when Erase ran is erased here, and an event not
+// yet settled is one Erase reported as pending, so the command exits
+// non-zero and is run again.
+func (s *Store) EraseModules(ctx context.Context, reg *Registry, subject, namespace string, dryRun bool) ([]ModuleErasure, error) {
+	if subject == "" {
+		return nil, errors.New("erase: an empty subject matches every row")
+	}
+	var out []ModuleErasure
+	err := InTx(ctx, s.db, func(tx *Tx) error {
+		out = out[:0]
+		for _, e := range reg.erasers {
+			n, err := e.fn(ctx, tx, subject, namespace, dryRun)
+			if err != nil {
+				return fmt.Errorf("erase the rows of module %s: %w", e.module, err)
+			}
+			if i := slices.IndexFunc(out, func(m ModuleErasure) bool { return m.Module == e.module }); i >= 0 {
+				out[i].Rows += n
+				continue
+			}
+			out = append(out, ModuleErasure{Module: e.module, Rows: n})
+		}
+		if dryRun {
+			return errDryRun
+		}
+		return nil
+	})
+	if errors.Is(err, errDryRun) {
+		err = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -61,4 +62,65 @@ func eraseIDs(ms []ledger.EraseMatch) []string {
 		ids = append(ids, m.EventID)
 	}
 	return ids
+}
+
+// eraseProbe registers, on h's registry, EraseFuncs that erase rows of a
+// table of the test's own: the first redacts the subject's rows, the
+// second fails when fail says so.
+func eraseProbe(t *testing.T, reg *ledger.Registry, fail *bool) {
+	t.Helper()
+	reg.Erase(func(ctx context.Context, tx *ledger.Tx, subject, namespace string, _ bool) (int64, error) {
+		res, err := tx.ExecContext(ctx, `UPDATE erase_probe SET customer = $3 WHERE customer = $1 AND ($2 = '' OR namespace = $2)`,
+			subject, namespace, ledger.Erased)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	})
+	reg.Erase(func(context.Context, *ledger.Tx, string, string, bool) (int64, error) {
+		if *fail {
+			return 0, errors.New("probe refused")
+		}
+		return 1, nil
+	})
+}
+
+// TestEraseModulesRunsEveryHookInOneTransaction: EraseModules reports the
+// rows each module erased, one entry per module; a dry run reports the
+// same and changes nothing; a module that fails is named and no module's
+// rows change.
+func TestEraseModulesRunsEveryHookInOneTransaction(t *testing.T) {
+	t.Parallel()
+	fail := false
+	h := ledgertest.New(t, 0, func(h *ledgertest.Harness) { eraseProbe(t, h.Registry, &fail) })
+	ctx := context.Background()
+	_, err := h.DB.SQL.Exec(`CREATE TABLE erase_probe (namespace text, customer text);
+		INSERT INTO erase_probe VALUES ('stripe', 'cus_A'), ('stripe', 'cus_A'), ('other', 'cus_A'), ('stripe', 'cus_B')`)
+	require.NoError(t, err)
+	held := func() int { return h.DB.Count(t, `SELECT count(*) FROM erase_probe WHERE customer = 'cus_A'`) }
+
+	dry, err := h.Claimer.EraseModules(ctx, h.Registry, "cus_A", "stripe", true)
+	require.NoError(t, err)
+	require.Equal(t, []ledger.ModuleErasure{{Module: "ledger_test", Rows: 3}}, dry, "two hooks of one module are one entry")
+	require.Equal(t, 3, held(), "a dry run changes nothing, though the hook wrote")
+
+	fail = true
+	_, err = h.Claimer.EraseModules(ctx, h.Registry, "cus_A", "", false)
+	require.ErrorContains(t, err, "module ledger_test")
+	require.ErrorContains(t, err, "probe refused")
+	require.Equal(t, 3, held(), "a failing hook rolls back the others")
+
+	fail = false
+	done, err := h.Claimer.EraseModules(ctx, h.Registry, "cus_A", "stripe", false)
+	require.NoError(t, err)
+	require.Equal(t, dry, done)
+	require.Equal(t, 1, held(), "another namespace keeps its rows")
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM erase_probe WHERE customer = 'cus_B'`))
+	require.Equal(t, 2, h.DB.Count(t, `SELECT count(*) FROM erase_probe WHERE customer = $1`, ledger.Erased))
+
+	_, err = h.Claimer.EraseModules(ctx, h.Registry, "", "", true)
+	require.Error(t, err, "an empty subject matches everything")
+	none, err := h.Claimer.EraseModules(ctx, ledger.NewRegistry(), "cus_A", "", false)
+	require.NoError(t, err)
+	require.Empty(t, none)
 }

@@ -50,6 +50,8 @@ type Registry struct {
 	writes   []string
 	workers  []func(*river.Workers) error
 	periodic []*river.PeriodicJob
+	// erasers are the modules' EraseFuncs, in registration order.
+	erasers []eraser
 	// settleArgs caches patterns' lists as the settle statement's
 	// arguments: every apply sends them, and the registrations do not
 	// change once the workers run. Handle drops it.
@@ -108,6 +110,31 @@ func AddWorker[T river.JobArgs](r *Registry, w river.Worker[T]) {
 		}
 		return nil
 	})
+}
+
+// EraseFunc erases a subject from a module's own tables: in namespace
+// (every namespace when empty), it deletes or redacts each row that holds
+// subject (a customer id), in tx, and returns how many rows it changed.
+// hookledger erase runs every module's EraseFunc in one transaction
+// (Store.EraseModules) and rolls it back when dryRun is set, so a function
+// whose every change goes through tx gives the dry run's count by making
+// the change; one that acts outside the database must not act when dryRun
+// is set. A row it keeps must keep what guards it against a late event
+// (its version): the ledger answers a redelivery of an erased event as a
+// duplicate, but an older event delivered for the first time is applied.
+type EraseFunc func(ctx context.Context, tx *Tx, subject, namespace string, dryRun bool) (int64, error)
+
+// eraser is a registered EraseFunc and the module it erases rows of.
+type eraser struct {
+	fn     EraseFunc
+	module string
+}
+
+// Erase registers a module's EraseFunc, named after the module that
+// registers it, as Handle names handlers.
+func (r *Registry) Erase(fn EraseFunc) {
+	module, _ := funcName(fn)
+	r.erasers = append(r.erasers, eraser{fn: fn, module: module})
 }
 
 // AddPeriodic schedules a job of a module's own; River runs periodic jobs

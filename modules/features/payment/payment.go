@@ -30,6 +30,7 @@ func Register(reg *ledger.Registry, cfg Config) {
 	reg.Handle("stripe", "invoice.paid", m.stripeInvoicePaid)
 	reg.Handle("paddle", "transaction.completed", m.paddleTransaction)
 	ledger.AddWorker(reg, &receiptWorker{cfg: cfg})
+	reg.Erase(erase)
 }
 
 type module struct {

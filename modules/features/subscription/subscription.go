@@ -37,6 +37,7 @@ func Register(reg *ledger.Registry, cfg Config) {
 		reg.Handle("paddle", t, m.applyPaddle)
 	}
 	ledger.AddWorker(reg, &refetchWorker{cfg: cfg})
+	reg.Erase(erase)
 }
 
 // The event types applied, each carrying the whole subscription. They are

@@ -17,6 +17,7 @@ func Register(reg *ledger.Registry) {
 		totals: ledger.NewWrite(reg, ledger.WriteFuncs[totalKey, move]{Merge: addMoves, Flush: flushTotals}),
 	}
 	reg.Handle("standard", "usage.recorded", m.apply)
+	reg.Erase(erase)
 }
 
 type module struct {

@@ -1,0 +1,70 @@
+package subscription_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/modules/core/ledger"
+)
+
+// customerEvent is a Stripe subscription event of customer.
+func customerEvent(id, sub, customer, status string, created int64) []byte {
+	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","type":"customer.subscription.updated","created":%d,"data":{"object":{"id":%q,"customer":%q,"status":%q,"items":{"data":[{"price":{"id":"price_basic"}}]}}}}`,
+		id, created, sub, customer, status))
+}
+
+// TestEraseRedactsTheCustomerAndKeepsTheVersion: erase redacts the
+// customer of each of the subject's subscriptions and keeps the row's
+// state and version, so neither a redelivery of an erased event nor an
+// older event arriving late writes the customer back; another
+// customer's rows are untouched, and a dry run counts the same rows and
+// changes nothing.
+func TestEraseRedactsTheCustomerAndKeepsTheVersion(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	bodies := map[string][]byte{
+		"evt_er_a1": customerEvent("evt_er_a1", "sub_er_a1", "cus_A", "active", 200),
+		"evt_er_a2": customerEvent("evt_er_a2", "sub_er_a2", "cus_A", "trialing", 200),
+		"evt_er_b":  customerEvent("evt_er_b", "sub_er_b", "cus_B", "active", 200),
+	}
+	for _, b := range bodies {
+		require.NoError(t, f.deliver(t, b))
+	}
+	holding := func(customer string) int {
+		return f.DB.Count(t, `SELECT count(*) FROM subscription s WHERE strpos(row_to_json(s)::text, $1) > 0`, customer)
+	}
+	require.Equal(t, 2, holding("cus_A"))
+
+	dry, err := f.Claimer.EraseModules(ctx, f.Registry, "cus_A", "", true)
+	require.NoError(t, err)
+	require.Equal(t, []ledger.ModuleErasure{{Module: "subscription", Rows: 2}}, dry)
+	require.Equal(t, 2, holding("cus_A"), "a dry run changes nothing")
+
+	_, err = f.Claimer.Erase(ctx, "cus_A", "", false)
+	require.NoError(t, err)
+	done, err := f.Claimer.EraseModules(ctx, f.Registry, "cus_A", "", false)
+	require.NoError(t, err)
+	require.Equal(t, dry, done)
+	require.Zero(t, holding("cus_A"))
+	a1 := f.sub(t, "sub_er_a1")
+	require.Equal(t, ledger.Erased, a1.CustomerID)
+	require.Equal(t, "active", a1.Status)
+	require.Equal(t, int64(200), a1.Version, "the version stays, to keep older events out")
+	b := f.sub(t, "sub_er_b")
+	require.Equal(t, "cus_B", b.CustomerID)
+	require.Equal(t, "active", b.Status)
+
+	require.False(t, f.Claim(t, "stripe", "evt_er_a1", "customer.subscription.updated", bodies["evt_er_a1"]), "a redelivery is a duplicate")
+	require.NoError(t, f.Apply(t, "stripe", "evt_er_a1", false))
+	require.NoError(t, f.deliver(t, customerEvent("evt_er_a1_late", "sub_er_a1", "cus_A", "past_due", 150)), "an older event, delivered late")
+	require.Zero(t, holding("cus_A"), "nothing writes the customer back")
+	require.Equal(t, "active", f.sub(t, "sub_er_a1").Status)
+
+	again, err := f.Claimer.EraseModules(ctx, f.Registry, "cus_A", "", false)
+	require.NoError(t, err)
+	require.Equal(t, []ledger.ModuleErasure{{Module: "subscription", Rows: 0}}, again)
+}
