@@ -1,0 +1,310 @@
+//go:build unix
+
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
+)
+
+// TestNewModuleRegistersAfterTheLastModule: the registration goes after
+// the last statement of a function body that registers a feature module,
+// a statement of several lines included, and not into a block of its own;
+// the import joins the feature modules'.
+func TestNewModuleRegistersAfterTheLastModule(t *testing.T) {
+	t.Parallel()
+	src := `package app
+
+import (
+	"net/http"
+
+	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/features/payment"
+	"github.com/hookledger/hookledger/modules/features/thin"
+)
+
+func (a *App) registerModules() {
+	payment.Register(a.registry)
+	thin.Register(a.registry, thin.Config{
+		HTTP: &http.Client{}})
+	if a.cfg.Reconcile {
+		payment.Register(a.registry)
+	}
+	ledger.Register(a.registry)
+}
+`
+	out, err := registerIn([]byte(src), "invoice")
+	require.NoError(t, err)
+	require.Contains(t, string(out), `
+	"github.com/hookledger/hookledger/modules/features/invoice"
+	"github.com/hookledger/hookledger/modules/features/payment"
+`)
+	require.Contains(t, string(out), `
+	thin.Register(a.registry, thin.Config{
+		HTTP: &http.Client{}})
+	invoice.Register(a.registry)
+	if a.cfg.Reconcile {
+`)
+
+	_, err = registerIn([]byte("package app\n\nfunc f() {}\n"), "invoice")
+	require.ErrorContains(t, err, "found no feature module's registration")
+	_, err = registerIn([]byte(src), "payment")
+	require.ErrorIs(t, err, errUsage)
+}
+
+// TestNewModuleGuideShowsTheScaffold: the module guide's walk-through
+// shows the files hookledger new module invoice writes, as it writes them.
+func TestNewModuleGuideShowsTheScaffold(t *testing.T) {
+	t.Parallel()
+	guide, err := os.ReadFile("../docs/modules.md")
+	require.NoError(t, err)
+	s := scaffold{Name: "invoice", Table: "invoice", Type: "Invoice", EventType: "invoice.updated"}
+	for _, tmpl := range []string{"doc.go.tmpl", "module.go.tmpl", "module_test.go.tmpl", "schema.go.tmpl"} {
+		text, err := renderScaffold(tmpl, s)
+		require.NoError(t, err)
+		require.Contains(t, string(guide), "```go\n"+string(text)+"```\n", "docs/modules.md shows %s as the command writes it", tmpl)
+	}
+	require.Contains(t, string(guide), "## 1. Start with `hookledger new module invoice`")
+}
+
+// TestNewModuleScaffoldsAWorkingModule runs hookledger new module in a
+// copy of the repository, then the generate task's two steps, vet, the
+// new module's tests and the app tests that run the registrations, as the
+// command's last lines say. Refused names write nothing.
+func TestNewModuleScaffoldsAWorkingModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and tests a copy of the repository")
+	}
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command")
+	// The copy's tests use this run's server, never a cluster of their own.
+	admin := dbtest.Admin(t)
+	repo := copyCheckout(t, "..")
+	t.Chdir(repo)
+	newModule := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := Main(context.Background(), append([]string{"new"}, args...), &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+
+	before := treeDigest(t, repo)
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"module"}, "takes a module name"},
+		{[]string{"module", "a", "b"}, "takes a module name"},
+		{[]string{"module", "Invoice"}, "lowercase Go identifier"},
+		{[]string{"module", "2fa"}, "lowercase Go identifier"},
+		{[]string{"module", "refund_request"}, "lowercase Go identifier"},
+		{[]string{"module", "order"}, "reserved word of PostgreSQL"},
+		{[]string{"module", "func"}, "Go keyword"},
+		{[]string{"module", "client"}, "ent's generated code"},
+		{[]string{"module", "usage"}, "modules/features/usage already exists"},
+		{[]string{"module", "webhookevent"}, "ent/webhookevent already exists"},
+		{[]string{"module", "config"}, "ent's generated code"},
+		{[]string{"module", "serve"}, "package app already uses the name serve"},
+		{[]string{"modul", "x"}, `unknown command "modul"`},
+	} {
+		code, stdout, stderr := newModule(c.args...)
+		require.Equal(t, ExitUsage, code, "%v: %s", c.args, stderr)
+		require.Contains(t, stderr, c.says, "%v", c.args)
+		require.Empty(t, stdout, "%v", c.args)
+		require.Equal(t, before, treeDigest(t, repo), "%v wrote nothing", c.args)
+	}
+
+	code, stdout, stderr := newModule("module", "widget")
+	require.Equal(t, ExitOK, code, stderr)
+	for _, line := range []string{
+		"wrote modules/features/widget/doc.go", "wrote modules/features/widget/widget.go",
+		"wrote modules/features/widget/widget_test.go", "wrote ent/schema/widget.go",
+		"registered widget in app/app.go", "go tool task generate -- widget", "go test ./modules/features/widget ./app",
+	} {
+		require.Contains(t, stdout, line+"\n")
+	}
+	appGo, err := os.ReadFile(filepath.Join(repo, "app", "app.go"))
+	require.NoError(t, err)
+	require.Contains(t, string(appGo), "\n\t\"github.com/hookledger/hookledger/modules/features/widget\"\n")
+	require.Contains(t, string(appGo), "\n\twidget.Register(a.registry)\n")
+
+	generated := treeDigest(t, repo)
+	code, _, stderr = newModule("module", "widget")
+	require.Equal(t, ExitUsage, code, stderr)
+	require.Contains(t, stderr, "modules/features/widget already exists")
+	require.Equal(t, generated, treeDigest(t, repo), "a second run writes nothing")
+
+	env := append(os.Environ(), "TEST_DATABASE_URL="+admin, "GOWORK=off")
+	// Each command runs in a process group of its own, killed whole when
+	// the test's deadline nears, so that no compiler outlives the test.
+	ctx := context.Background()
+	if deadline, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-15*time.Second))
+		defer cancel()
+	}
+	goRun := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, goBin, args...)
+		cmd.Dir, cmd.Env = repo, env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		cmd.WaitDelay = 10 * time.Second
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
+		return string(out)
+	}
+	goRun("generate", "./ent")
+	goRun("run", "./migrations/gen", "-name", "widget")
+	ups, err := filepath.Glob(filepath.Join(repo, "migrations", "*_widget.up.sql"))
+	require.NoError(t, err)
+	require.Len(t, ups, 1, "one migration pair")
+	up, err := os.ReadFile(ups[0])
+	require.NoError(t, err)
+	require.Contains(t, string(up), `CREATE TABLE "widget"`)
+	require.Contains(t, string(up), `("namespace", "external_id")`)
+	dropTemplate(t, admin, filepath.Join(repo, "migrations"))
+
+	goRun("vet", "./modules/features/widget", "./app")
+	goRun("test", "-count=1", "./modules/features/widget")
+	// Of the app's tests, those that run the registrations: the module's
+	// imports obey the architecture, and New registers every module.
+	out := goRun("test", "-count=1", "-v", "-run", "^(TestModuleDependencies|TestJobKindRegisteredTwiceFailsStartup)$", "./app")
+	require.Contains(t, out, "--- PASS: TestModuleDependencies")
+	require.Contains(t, out, "--- PASS: TestJobKindRegisteredTwiceFailsStartup")
+}
+
+// TestNewModuleOutsideACheckout: run where no go.mod of hookledger's is
+// found, the command says so and writes nothing.
+func TestNewModuleOutsideACheckout(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/other\n"), 0o644))
+	t.Chdir(dir)
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), []string{"new", "module", "invoice"}, &stdout, &stderr)
+	require.Equal(t, ExitFailure, code)
+	require.Contains(t, stderr.String(), `is module "example.com/other", not github.com/hookledger/hookledger`)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing beside go.mod")
+}
+
+// copyCheckout copies the source files of the checkout at root into a
+// temporary folder: no .git, build output, local database or caches.
+func copyCheckout(t *testing.T, root string) string {
+	t.Helper()
+	dst := t.TempDir()
+	skip := map[string]bool{".git": true, "bin": true, ".pgdata": true, ".pgdata.lock": true, ".task": true,
+		"testdata/fuzz-cache": true}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		if skip[filepath.ToSlash(rel)] {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case !d.Type().IsRegular(), strings.HasSuffix(rel, ".test"), strings.HasSuffix(rel, ".out"):
+			return nil
+		}
+		return copyFile(path, target)
+	})
+	require.NoError(t, err)
+	return dst
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// treeDigest is every file below root with its content's hash.
+func treeDigest(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		out = append(out, fmt.Sprintf("%s %x", filepath.ToSlash(rel), sha256.Sum256(raw)))
+		return nil
+	})
+	require.NoError(t, err)
+	sort.Strings(out)
+	return out
+}
+
+// dropTemplate drops, when the test ends, the template database that the
+// copy's tests build for its migrations (dbtest names it after their
+// hash): no other run has that migration set.
+func dropTemplate(t *testing.T, admin, dir string) {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.sql"))
+	require.NoError(t, err)
+	sort.Strings(paths)
+	h := sha256.New()
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		require.NoError(t, err)
+		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(p), len(raw))
+		h.Write(raw)
+	}
+	name := "hookledger_tmpl_" + fmt.Sprintf("%x", h.Sum(nil))[:12]
+	t.Cleanup(func() {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			t.Errorf("drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		for _, db := range []string{name, name + "_build"} {
+			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
+				t.Errorf("drop %s: %v", db, err)
+			}
+		}
+	})
+}
