@@ -1,12 +1,14 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,18 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/riverqueue/river"
 )
+
+// EventKey is a ledger key.
+type EventKey struct {
+	Namespace string `json:"namespace"`
+	EventID   string `json:"event_id"`
+}
+
+// compare orders ledger keys. Transactions that lock ledger rows in this
+// order cannot deadlock on them.
+func (k EventKey) compare(o EventKey) int {
+	return cmp.Or(strings.Compare(k.Namespace, o.Namespace), strings.Compare(k.EventID, o.EventID))
+}
 
 // Claim is a verified delivery about to be claimed.
 type Claim struct {
@@ -393,30 +407,11 @@ var claimSQL = `
 	RETURNING namespace, event_id`
 
 // claimWithJobSQL is claimSQL and the apply job of the events it inserted
-// in one statement, so one implicit transaction: the job River's
-// InsertManyTx would insert for them (claimRows), an apply_event job with
-// fresh set for one event, an apply_batch job for more, none for none, in
-// the default queue with the apply's attempt budget. With $16 it also
-// sends River's insert notice, which wakes the workers, on the channel
-// River listens on; where that name would pass PostgreSQL's 63 bytes,
-// which pg_notify refuses (a schema named with more than 50), it sends
-// none and the workers poll, as River's listener, whose LISTEN PostgreSQL
-// truncates, could not hear it anyway. It returns the inserted keys.
+// (claimJobSQL) in one statement, so one implicit transaction. It returns
+// the inserted keys.
 var claimWithJobSQL = `
 	WITH ins AS (` + claimSQL + `),
-	job AS (
-		INSERT INTO river_job (state, max_attempts, priority, queue, kind, args, metadata, tags)
-		SELECT 'available', ` + strconv.Itoa(ApplyMaxAttempts) + `, 1, '` + river.QueueDefault + `',
-			CASE WHEN count(*) = 1 THEN '` + ApplyArgs{}.Kind() + `' ELSE '` + ApplyBatchArgs{}.Kind() + `' END,
-			CASE WHEN count(*) = 1
-				THEN jsonb_build_object('namespace', min(namespace), 'event_id', min(event_id), 'fresh', true)
-				ELSE jsonb_build_object('events', jsonb_agg(jsonb_build_object('namespace', namespace, 'event_id', event_id)))
-			END,
-			'{}', '{}'
-		FROM ins
-		HAVING count(*) > 0
-		RETURNING CASE WHEN $16::boolean AND octet_length(current_schema()) <= 50
-			THEN pg_notify(current_schema() || '.river_insert', '{"queue": "` + river.QueueDefault + `"}')::text END AS notice)
+	job AS (` + claimJobSQL + `)
 	SELECT ins.namespace, ins.event_id FROM ins LEFT JOIN job ON true`
 
 // ClaimStatement is the claim's statement and its arguments for rows,

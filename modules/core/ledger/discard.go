@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -58,27 +59,17 @@ func (s *Store) Discard(ctx context.Context, namespace, eventID, reason string) 
 			WHERE namespace = $1 AND event_id = $2`, namespace, eventID, reason); err != nil {
 			return fmt.Errorf("discard %s/%s: %w", namespace, eventID, err)
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM river_job WHERE `+ownApplyJob+` AND finalized_at IS NULL
-			AND state NOT IN ('completed', 'cancelled', 'discarded') ORDER BY id`, namespace, eventID)
+		jobs, err := jobsOf(ctx, tx, namespace, eventID)
 		if err != nil {
-			return fmt.Errorf("find jobs of %s/%s: %w", namespace, eventID, err)
-		}
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
-		for _, id := range ids {
-			if _, err := s.jobs.JobCancelTx(ctx, tx.Tx, id); err != nil {
-				return fmt.Errorf("cancel job %d: %w", id, err)
+		// Oldest first: jobsOf lists them newest first.
+		for _, j := range slices.Backward(jobs) {
+			if j.batch || j.finished() {
+				continue
+			}
+			if _, err := s.jobs.JobCancelTx(ctx, tx.Tx, j.id); err != nil {
+				return fmt.Errorf("cancel job %d: %w", j.id, err)
 			}
 		}
 		return nil

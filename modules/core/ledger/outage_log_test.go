@@ -30,8 +30,8 @@ func TestContentionIsNotAnOutage(t *testing.T) {
 	} {
 		core, logs := observer.New(zapcore.DebugLevel)
 		a := &Applier{Logger: zap.New(core)}
-		err := a.failed(context.Background(), &rivertype.JobRow{ID: 1, Attempt: 1, MaxAttempts: ApplyMaxAttempts}, nil, []EventKey{{Namespace: "stripe", EventID: "evt_1"}}, false, false,
-			&failure{attempt: Attempt{Seen: -1}, err: tc.err, kind: failedOutage})
+		r := newApplyRun(a, &rivertype.JobRow{ID: 1, Attempt: 1, MaxAttempts: ApplyMaxAttempts}, []EventKey{{Namespace: "stripe", EventID: "evt_1"}}, false, false)
+		err := a.report(context.Background(), r, &failure{attempt: Attempt{Seen: -1}, err: tc.err, kind: failedOutage})
 		var snooze *river.JobSnoozeError
 		require.ErrorAs(t, err, &snooze, "retried soon, not counted")
 		require.Equal(t, 1, logs.Len())

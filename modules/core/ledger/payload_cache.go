@@ -137,3 +137,18 @@ func (p *Payloads) take(k EventKey, now time.Time) ([]byte, bool) {
 	p.bytes -= cap(e.payload)
 	return e.payload, true
 }
+
+// takeAll takes the entries of keys, by key; nil when it holds none.
+func (p *Payloads) takeAll(keys []EventKey) map[EventKey][]byte {
+	var kept map[EventKey][]byte
+	now := time.Now()
+	for _, k := range keys {
+		if payload, ok := p.take(k, now); ok {
+			if kept == nil {
+				kept = make(map[EventKey][]byte, len(keys))
+			}
+			kept[k] = payload
+		}
+	}
+	return kept
+}

@@ -302,34 +302,6 @@ type Job struct {
 	Errors      []string   `json:"errors"`
 }
 
-// The apply jobs that carry event ($1 namespace, $2 event id): its own,
-// and the batch it was claimed in (found through a GIN index on the
-// batch's events).
-const (
-	ownApplyJob  = `kind = 'apply_event' AND args->>'namespace' = $1 AND args->>'event_id' = $2`
-	batchHolding = `kind = 'apply_batch' AND args->'events' @> jsonb_build_array(jsonb_build_object('namespace', $1::text, 'event_id', $2::text))`
-)
-
-// findJobsSQL reads the newest apply job of each event $1[i]/$2[i], its
-// own or its batch's (ownApplyJob, batchHolding), each through its index.
-// OFFSET 0 keeps the jobs' lookup apart from their ORDER BY id DESC
-// LIMIT 1: merged, the planner may walk River's whole table backwards by
-// id for each event instead, expecting an early match that never comes.
-var findJobsSQL = func() string {
-	each := strings.NewReplacer("$1", "k.namespace", "$2", "k.event_id")
-	return `
-	SELECT k.namespace, k.event_id, j.id, j.kind, j.state, j.attempt, j.max_attempts, j.scheduled, j.errors
-	FROM unnest($1::text[], $2::text[]) AS k(namespace, event_id)
-	CROSS JOIN LATERAL (
-		SELECT id, kind, state, attempt, max_attempts,
-			CASE WHEN state IN ('available', 'scheduled', 'retryable') THEN scheduled_at END AS scheduled,
-			COALESCE(to_jsonb(errors), '[]'::jsonb) AS errors
-		FROM (SELECT * FROM river_job
-			WHERE (` + each.Replace(ownApplyJob) + `) OR (` + each.Replace(batchHolding) + `)
-			OFFSET 0) AS carrying
-		ORDER BY id DESC LIMIT 1) AS j`
-}()
-
 // FindJob returns the newest apply job of an event, its own or the batch
 // it was claimed in, or nil when River no longer has one (it prunes
 // finished jobs). Its errors are River's, each "attempt N at TIME: text".

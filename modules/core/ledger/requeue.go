@@ -109,8 +109,7 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 			// that absorbs it (absorb.go) or by River's fetch, and will
 			// apply the event; waiting for it while holding the event's
 			// row would deadlock with that apply.
-			var id int64
-			err := tx.QueryRowContext(ctx, `SELECT id FROM river_job WHERE id = $1 FOR UPDATE NOWAIT`, bring.id).Scan(&id)
+			err := lockJob(ctx, tx, bring.id)
 			switch {
 			case errors.As(err, &pgErr) && pgErr.Code == "55P03":
 				return errBeingApplied
@@ -126,7 +125,7 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 			}
 			// A whole budget of attempts from now, as a new job has: the
 			// requeue follows a fix, and its retries span RetryHorizon again.
-			if _, err := tx.ExecContext(ctx, `UPDATE river_job SET max_attempts = attempt + $2 WHERE id = $1`, bring.id, ApplyMaxAttempts); err != nil {
+			if err := renewAttempts(ctx, tx, bring.id); err != nil {
 				return fmt.Errorf("renew the attempts of job %d: %w", bring.id, err)
 			}
 			return nil
@@ -144,39 +143,6 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 
 // errBeingApplied ends a requeue whose row an apply holds right now.
 var errBeingApplied = errors.New("event is being applied right now")
-
-// eventJob is an apply job that carries an event.
-type eventJob struct {
-	id     int64
-	state  rivertype.JobState
-	batch  bool
-	forced bool
-}
-
-// jobsOf returns the apply jobs that carry an event, newest first: every
-// job of its own that River still has, and the unfinished batch it was
-// claimed in (a finished batch will not apply it again).
-func jobsOf(ctx context.Context, tx *Tx, namespace, eventID string) ([]eventJob, error) {
-	rows, err := tx.QueryContext(ctx, `
-		SELECT id, state, kind = 'apply_batch', COALESCE((args->>'force')::boolean, false)
-		FROM river_job
-		WHERE (`+ownApplyJob+`)
-			OR (`+batchHolding+` AND finalized_at IS NULL AND state NOT IN ('completed', 'cancelled', 'discarded'))
-		ORDER BY id DESC`, namespace, eventID)
-	if err != nil {
-		return nil, fmt.Errorf("find jobs of %s/%s: %w", namespace, eventID, err)
-	}
-	defer rows.Close()
-	var out []eventJob
-	for rows.Next() {
-		var j eventJob
-		if err := rows.Scan(&j.id, &j.state, &j.batch, &j.forced); err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
-}
 
 // RequeueCounts says what a bulk requeue did with each matching event.
 type RequeueCounts struct {

@@ -3,8 +3,11 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -164,3 +167,231 @@ func (h *errorHandler) HandlePanic(_ context.Context, job *rivertype.JobRow, pan
 	h.logger.Error("job panicked", zap.Int64("job_id", job.ID), zap.String("kind", job.Kind), zap.Any("panic", panicVal), zap.String("trace", trace))
 	return nil
 }
+
+// River's job table. River's client inserts, completes, retries and
+// cancels jobs; the ledger also reads and writes River's river_job table
+// itself where River has no call for what it needs: the claim's job
+// insert, the apply's absorb and completion, the apply jobs of an event
+// (FindJobs, Requeue, Discard) and the Collector's counts. The statements
+// below are all it runs on that table.
+
+// claimJobSQL inserts the apply job of the events a claim statement
+// inserted (its CTE ins), inside claimWithJobSQL: the job River's
+// InsertManyTx would insert for them (claimRows), an apply_event job with
+// fresh set for one event, an apply_batch job for more, none for none, in
+// the default queue with the apply's attempt budget. With $16 it also
+// sends River's insert notice, which wakes the workers, on the channel
+// River listens on; where that name would pass PostgreSQL's 63 bytes,
+// which pg_notify refuses (a schema named with more than 50), it sends
+// none and the workers poll, as River's listener, whose LISTEN PostgreSQL
+// truncates, could not hear it anyway.
+var claimJobSQL = `
+	INSERT INTO river_job (state, max_attempts, priority, queue, kind, args, metadata, tags)
+	SELECT 'available', ` + strconv.Itoa(ApplyMaxAttempts) + `, 1, '` + river.QueueDefault + `',
+		CASE WHEN count(*) = 1 THEN '` + ApplyArgs{}.Kind() + `' ELSE '` + ApplyBatchArgs{}.Kind() + `' END,
+		CASE WHEN count(*) = 1
+			THEN jsonb_build_object('namespace', min(namespace), 'event_id', min(event_id), 'fresh', true)
+			ELSE jsonb_build_object('events', jsonb_agg(jsonb_build_object('namespace', namespace, 'event_id', event_id)))
+		END,
+		'{}', '{}'
+	FROM ins
+	HAVING count(*) > 0
+	RETURNING CASE WHEN $16::boolean AND octet_length(current_schema()) <= 50
+		THEN pg_notify(current_schema() || '.river_insert', '{"queue": "` + river.QueueDefault + `"}')::text END AS notice`
+
+// absorbSQL takes the claims' jobs waiting (absorbable) in queue $1, other
+// than job $2, for the apply of job $2 to absorb (absorb.go), oldest first
+// as River would fetch them: it locks up to $3 that each fit in $4 events,
+// skipping any that River or another apply holds, and keeps those whose
+// events fit, counted in order, in $4. A job it locked and did not keep
+// stays as it was, and waits for this transaction to end; one larger than
+// the budget is never locked. The index river_job_absorbable holds the
+// absorbable jobs only, so the statement reads no other job however many
+// wait.
+const absorbSQL = completeAbsorbed + `
+	FROM (SELECT id FROM (
+			SELECT id, sum(` + jobEvents + `) OVER (ORDER BY priority, scheduled_at, id) AS upto FROM (
+				SELECT id, kind, args, priority, scheduled_at FROM river_job
+				WHERE ` + absorbable + ` AND queue = $1 AND id <> $2 AND ` + jobEvents + ` <= $4
+				ORDER BY priority, scheduled_at, id LIMIT $3
+				FOR UPDATE SKIP LOCKED) locked) sized
+		WHERE upto <= $4) w
+	WHERE j.id = w.id
+	RETURNING j.id, ` + absorbedEvents
+
+// reabsorbSQL takes again those of jobs $1 that still wait, for the split
+// of a failed apply that had absorbed them: the split completes them and
+// runs their events in jobs of their own.
+const reabsorbSQL = completeAbsorbed + `
+	FROM (SELECT id FROM river_job WHERE id = ANY($1) AND state = 'available' AND attempted_at IS NULL
+		ORDER BY id FOR UPDATE SKIP LOCKED) w
+	WHERE j.id = w.id
+	RETURNING j.id, ` + absorbedEvents
+
+// completeAbsorbed marks the absorbed jobs w completed, as a run of
+// River's would: one attempt, made and finished now.
+const completeAbsorbed = `
+	UPDATE river_job j SET state = 'completed', attempt = j.attempt + 1, attempted_at = now(), finalized_at = now()`
+
+// absorbable selects the claims' jobs that wait and never ran, and whose
+// arguments have the shape of a claim's: a job that has not is left to
+// River, whose run of it fails it alone. (The ids of reabsorbSQL were
+// absorbable; it finds them by key.)
+const absorbable = `state = 'available' AND scheduled_at <= now() AND attempted_at IS NULL
+	AND ((kind = 'apply_batch' AND jsonb_typeof(args->'events') = 'array')
+		OR (kind = 'apply_event' AND args @> '{"fresh": true}' AND jsonb_typeof(args->'event_id') = 'string'))`
+
+// jobEvents is the number of events a job carries.
+const jobEvents = `CASE kind WHEN 'apply_batch' THEN jsonb_array_length(args->'events') ELSE 1 END`
+
+// absorbedEvents is an absorbed job's events, as a JSON array of keys.
+const absorbedEvents = `CASE j.kind WHEN 'apply_batch' THEN j.args->'events' ELSE jsonb_build_array(j.args) END`
+
+// completeRunningSQL completes the running job $1 in the apply's
+// transaction, as river.JobCompleteTx does for a job that records no
+// output (no metadata updates, which no apply makes): River's statement
+// for it sets the state of many jobs from arrays, which its database/sql
+// driver encodes and decodes as text, about a millisecond of the
+// service's CPU per apply. A job no longer running (rescued and taken by
+// another worker) is left as it is, as River leaves it. River's own
+// completion after the apply then finds the job completed, as after
+// JobCompleteTx.
+const completeRunningSQL = `
+	WITH done AS (UPDATE river_job SET state = 'completed', finalized_at = now() WHERE id = $1 AND state = 'running')
+	SELECT EXISTS (SELECT 1 FROM river_job WHERE id = $1)`
+
+// completeRunning runs completeRunningSQL for job.
+func completeRunning(ctx context.Context, tx *Tx, job *rivertype.JobRow) error {
+	if job.State != rivertype.JobStateRunning {
+		return fmt.Errorf("job %d is %s, not running", job.ID, job.State)
+	}
+	var exists bool
+	if err := tx.QueryRowContext(ctx, completeRunningSQL, job.ID).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		return rivertype.ErrNotFound
+	}
+	return nil
+}
+
+// absorb runs one of the statements above and returns the jobs it
+// completed.
+func absorb(ctx context.Context, tx *Tx, query string, args ...any) ([]absorbedJob, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, &dbError{fmt.Errorf("absorb waiting jobs: %w", err)}
+	}
+	defer rows.Close()
+	var jobs []absorbedJob
+	for rows.Next() {
+		var (
+			j   absorbedJob
+			raw []byte
+		)
+		if err := rows.Scan(&j.id, &raw); err != nil {
+			return nil, &dbError{fmt.Errorf("absorb waiting jobs: %w", err)}
+		}
+		if err := json.Unmarshal(raw, &j.events); err != nil {
+			// Elements that are not keys: the apply rolls back as in an
+			// outage, records nothing, and runs again alone (mayAbsorb).
+			return nil, &dbError{fmt.Errorf("absorb job %d: %w", j.id, err)}
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, &dbError{fmt.Errorf("absorb waiting jobs: %w", err)}
+	}
+	return jobs, nil
+}
+
+// The apply jobs that carry event ($1 namespace, $2 event id): its own,
+// and the batch it was claimed in (found through a GIN index on the
+// batch's events).
+const (
+	ownApplyJob  = `kind = 'apply_event' AND args->>'namespace' = $1 AND args->>'event_id' = $2`
+	batchHolding = `kind = 'apply_batch' AND args->'events' @> jsonb_build_array(jsonb_build_object('namespace', $1::text, 'event_id', $2::text))`
+)
+
+// findJobsSQL reads the newest apply job of each event $1[i]/$2[i], its
+// own or its batch's (ownApplyJob, batchHolding), each through its index.
+// OFFSET 0 keeps the jobs' lookup apart from their ORDER BY id DESC
+// LIMIT 1: merged, the planner may walk River's whole table backwards by
+// id for each event instead, expecting an early match that never comes.
+var findJobsSQL = func() string {
+	each := strings.NewReplacer("$1", "k.namespace", "$2", "k.event_id")
+	return `
+	SELECT k.namespace, k.event_id, j.id, j.kind, j.state, j.attempt, j.max_attempts, j.scheduled, j.errors
+	FROM unnest($1::text[], $2::text[]) AS k(namespace, event_id)
+	CROSS JOIN LATERAL (
+		SELECT id, kind, state, attempt, max_attempts,
+			CASE WHEN state IN ('available', 'scheduled', 'retryable') THEN scheduled_at END AS scheduled,
+			COALESCE(to_jsonb(errors), '[]'::jsonb) AS errors
+		FROM (SELECT * FROM river_job
+			WHERE (` + each.Replace(ownApplyJob) + `) OR (` + each.Replace(batchHolding) + `)
+			OFFSET 0) AS carrying
+		ORDER BY id DESC LIMIT 1) AS j`
+}()
+
+// eventJob is an apply job that carries an event.
+type eventJob struct {
+	id     int64
+	state  rivertype.JobState
+	batch  bool
+	forced bool
+}
+
+// finished reports whether River will not run j again.
+func (j eventJob) finished() bool {
+	switch j.state {
+	case rivertype.JobStateCompleted, rivertype.JobStateCancelled, rivertype.JobStateDiscarded:
+		return true
+	}
+	return false
+}
+
+// jobsOf returns the apply jobs that carry an event, newest first: every
+// job of its own that River still has, and the unfinished batch it was
+// claimed in (a finished batch will not apply it again).
+func jobsOf(ctx context.Context, tx *Tx, namespace, eventID string) ([]eventJob, error) {
+	rows, err := tx.QueryContext(ctx, `
+		SELECT id, state, kind = 'apply_batch', COALESCE((args->>'force')::boolean, false)
+		FROM river_job
+		WHERE (`+ownApplyJob+`)
+			OR (`+batchHolding+` AND finalized_at IS NULL AND state NOT IN ('completed', 'cancelled', 'discarded'))
+		ORDER BY id DESC`, namespace, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("find jobs of %s/%s: %w", namespace, eventID, err)
+	}
+	defer rows.Close()
+	var out []eventJob
+	for rows.Next() {
+		var j eventJob
+		if err := rows.Scan(&j.id, &j.state, &j.batch, &j.forced); err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// lockJob locks River's job id in tx without waiting: PostgreSQL's
+// 55P03 (lock_not_available) when another transaction holds it,
+// sql.ErrNoRows when River no longer has it.
+func lockJob(ctx context.Context, tx *Tx, id int64) error {
+	return tx.QueryRowContext(ctx, `SELECT id FROM river_job WHERE id = $1 FOR UPDATE NOWAIT`, id).Scan(new(int64))
+}
+
+// renewAttempts gives River's job id a whole budget of attempts
+// (ApplyMaxAttempts) from the attempt it is at.
+func renewAttempts(ctx context.Context, tx *Tx, id int64) error {
+	_, err := tx.ExecContext(ctx, `UPDATE river_job SET max_attempts = attempt + $2 WHERE id = $1`, id, ApplyMaxAttempts)
+	return err
+}
+
+// unfinishedJobsSQL counts River's jobs not yet finalized, by kind and
+// state, for the Collector.
+const unfinishedJobsSQL = `
+	SELECT kind, state::text, count(*) FROM river_job
+	WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending')
+	GROUP BY kind, state`

@@ -123,10 +123,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Failed), string(webhookevent.StatusFailed))
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, b.Oldest.Seconds())
 	}
-	rows, err := c.store.db.QueryContext(ctx, `
-		SELECT kind, state::text, count(*) FROM river_job
-		WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending')
-		GROUP BY kind, state`)
+	rows, err := c.store.db.QueryContext(ctx, unfinishedJobsSQL)
 	if err != nil {
 		return
 	}

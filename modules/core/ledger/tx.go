@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"reflect"
-	"strings"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
@@ -20,79 +18,14 @@ import (
 // InsertTx takes (and the apply completes its job in), and an ent client
 // bound to it. It inserts River jobs too, when it was begun with a River
 // client: every transaction a handler runs in was (InsertJob). A
-// handler's transaction plans every statement once per connection and by
-// index where there is one, without sequential scans, hash or merge joins
-// (applyPlanSQL): a handler's statements should reach rows by key, as the
-// apply's own do.
+// handler's statements run with PostgreSQL's default planner settings.
 type Tx struct {
 	*sql.Tx
 	Ent  *ent.Client
 	jobs JobInserter
-	// staged holds the writes handlers staged, in the order they were
-	// first staged, until Flush runs them.
-	staged []staged
-}
-
-// Staged is a write that the handlers of one transaction add to, each for
-// its own event, and that runs once for all of them when the last handler
-// is done: a batch of n events written in one statement instead of n. The
-// apply runs Flush after the handlers of its batch and before it settles
-// the batch, in the same transaction; a transaction begun by InTx runs it
-// before it commits. Handlers see nothing of another's staged write in the
-// database until then, so a module stages only writes that no handler of
-// the same batch reads back, other than through the staged value itself.
-// A transaction that runs handlers is begun with InTx or InTxWithJobs, or
-// runs them through Apply: all three flush.
-type Staged interface {
-	Flush(ctx context.Context, tx *Tx) error
-}
-
-type staged struct {
-	key   any
-	write Staged
-}
-
-// Stage returns the write staged in tx under key, made by mk when tx has
-// none yet. key is a module's own unexported comparable type, as for
-// context values; any other key panics at once, as context.WithValue does,
-// not at the second Stage of a batch.
-func Stage[T Staged](tx *Tx, key any, mk func() T) T {
-	if key == nil || !reflect.TypeOf(key).Comparable() {
-		panic("ledger.Stage: key is nil or not comparable")
-	}
-	for _, s := range tx.staged {
-		if s.key == key {
-			return s.write.(T)
-		}
-	}
-	w := mk()
-	tx.staged = append(tx.staged, staged{key: key, write: w})
-	return w
-}
-
-// Flush runs the staged writes, in the order they were first staged, and
-// forgets them.
-func (tx *Tx) Flush(ctx context.Context) error {
-	for len(tx.staged) > 0 {
-		w := tx.staged[0].write
-		tx.staged = tx.staged[1:]
-		if err := w.Flush(ctx, tx); err != nil {
-			return &HandlerError{Handler: moduleOf(w) + ".Flush", Err: err}
-		}
-	}
-	tx.staged = nil
-	return nil
-}
-
-// moduleOf is the package a staged write's type belongs to: the module
-// that staged it.
-func moduleOf(w Staged) string {
-	t := reflect.TypeOf(w)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	pkg := t.PkgPath()
-	return pkg[strings.LastIndexByte(pkg, '/')+1:]
+	// writes holds what the handlers put in Writes until the transaction
+	// writes them (flushWrites); nil when they put nothing.
+	writes *pendingWrites
 }
 
 // JobInserter inserts River jobs inside a transaction; *river.Client is one.
@@ -130,8 +63,8 @@ func (tx *Tx) InsertJobs(ctx context.Context, params []river.InsertManyParams) e
 }
 
 // InTx begins a transaction on db, hands it to fn and, when fn returns
-// nil, runs what fn staged (Flush) and commits; otherwise, or on panic, it
-// rolls back. Its Tx inserts no jobs.
+// nil, writes what fn put in Writes (flushWrites) and commits; otherwise,
+// or on panic, it rolls back. Its Tx inserts no jobs.
 func InTx(ctx context.Context, db *sql.DB, fn func(*Tx) error) error {
 	return InTxWithJobs(ctx, db, nil, fn)
 }
@@ -149,7 +82,7 @@ func InTxWithJobs(ctx context.Context, db *sql.DB, jobs JobInserter, fn func(*Tx
 	if err := fn(tx); err != nil {
 		return err
 	}
-	if err := tx.Flush(ctx); err != nil {
+	if err := flushWrites(ctx, tx); err != nil {
 		return err
 	}
 	if err := stx.Commit(); err != nil {

@@ -17,6 +17,8 @@ import (
 // when the last handler of the transaction is done it hands every key and
 // its value to the module's Flush, sorted by key, in one call, which can
 // be one statement for the whole batch (INSERT ... SELECT FROM unnest).
+// Until then the handlers see nothing of it in the database: a handler
+// reads what its transaction put for a key with Get.
 //
 // The order rows are locked in is the apply's business, not the module's:
 // before the first Flush of a transaction, the apply takes a
@@ -121,11 +123,9 @@ func (w *Write[K, V]) Get(tx *Tx, key K) (V, bool) {
 		ok bool
 		b  *writeBatch[K, V]
 	)
-	if p := pendingOf(tx, false); p != nil {
-		if found := p.batchOf(w); found != nil {
-			b = found.(*writeBatch[K, V])
-			i, ok = b.index[key]
-		}
+	if found := tx.writes.batchOf(w); found != nil {
+		b = found.(*writeBatch[K, V])
+		i, ok = b.index[key]
 	}
 	if !ok {
 		var zero V
@@ -138,12 +138,9 @@ func (w *Write[K, V]) Get(tx *Tx, key K) (V, bool) {
 	return s.value, true
 }
 
-// writesKey stages a transaction's Writes (pendingWrites).
-type writesKey struct{}
-
 // pendingWrites is what the handlers of one transaction put in Writes, one
-// batch per Write, until the transaction writes them: the apply after its
-// last handler (flushStaged), InTx and InTxWithJobs before they commit.
+// batch per Write, until the transaction writes them (flushWrites): the
+// apply after its last handler, InTx and InTxWithJobs before they commit.
 type pendingWrites struct {
 	batches []batch
 }
@@ -159,24 +156,11 @@ type batch interface {
 	write(ctx context.Context, tx *Tx) error
 }
 
-// pendingOf returns tx's pendingWrites, staged first when tx has none yet
-// and create is set; else nil.
-func pendingOf(tx *Tx, create bool) *pendingWrites {
-	for _, s := range tx.staged {
-		if s.key == (writesKey{}) {
-			return s.write.(*pendingWrites)
-		}
-	}
-	if !create {
-		return nil
-	}
-	p := &pendingWrites{}
-	tx.staged = append(tx.staged, staged{key: writesKey{}, write: p})
-	return p
-}
-
 // batchOf returns w's batch in p, or nil.
 func (p *pendingWrites) batchOf(w any) batch {
+	if p == nil {
+		return nil
+	}
 	for _, b := range p.batches {
 		if b.owner() == w {
 			return b
@@ -187,24 +171,27 @@ func (p *pendingWrites) batchOf(w any) batch {
 
 // batchOf returns w's batch in tx, made on w's first Put.
 func batchOf[K comparable, V any](tx *Tx, w *Write[K, V]) *writeBatch[K, V] {
-	p := pendingOf(tx, true)
-	if b := p.batchOf(w); b != nil {
+	if tx.writes == nil {
+		tx.writes = &pendingWrites{}
+	}
+	if b := tx.writes.batchOf(w); b != nil {
 		return b.(*writeBatch[K, V])
 	}
 	b := &writeBatch[K, V]{w: w, index: map[K]int{}}
-	p.batches = append(p.batches, b)
+	tx.writes.batches = append(tx.writes.batches, b)
 	return b
 }
 
-// Flush writes every Write's batch: it locks the keys of all of them in
-// one statement, in the order of the locks' keys, then runs each Write's
-// Flush in the order the Writes were registered.
-func (p *pendingWrites) Flush(ctx context.Context, tx *Tx) error {
-	batches := p.batches
-	p.batches = nil
-	if len(batches) == 0 {
+// flushWrites writes tx's Writes and forgets them: it locks the keys of
+// all of them in one statement, in the order of the locks' keys, then runs
+// each Write's Flush in the order the Writes were registered. A Write's
+// failure is named after it (HandlerError), once.
+func flushWrites(ctx context.Context, tx *Tx) error {
+	if tx.writes == nil {
 		return nil
 	}
+	batches := tx.writes.batches
+	tx.writes = nil
 	slices.SortStableFunc(batches, func(a, b batch) int { return a.order() - b.order() })
 	var locks []int32
 	for _, b := range batches {
@@ -219,18 +206,6 @@ func (p *pendingWrites) Flush(ctx context.Context, tx *Tx) error {
 		}
 	}
 	return nil
-}
-
-// flushWrites writes tx's Writes, if any, and forgets them, ahead of what
-// was staged otherwise (Stage).
-func flushWrites(ctx context.Context, tx *Tx) error {
-	i := slices.IndexFunc(tx.staged, func(s staged) bool { return s.key == (writesKey{}) })
-	if i < 0 {
-		return nil
-	}
-	p := tx.staged[i].write.(*pendingWrites)
-	tx.staged = slices.Delete(tx.staged, i, i+1)
-	return p.Flush(ctx, tx)
 }
 
 // writeLockClass is the first key of the Writes' advisory locks ("hlwk").

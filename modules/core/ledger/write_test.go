@@ -134,6 +134,74 @@ func TestWriteFailureIsItsModules(t *testing.T) {
 	require.Equal(t, "claimed", h.Row(t, "stripe", "evt_refused").Status, "rolled back")
 }
 
+// TestWriteFailsOnlyItsEvent: a Write flushes once for the whole batch,
+// after its handlers; when it fails (an error or a panic), nothing of the
+// batch is kept, the batch splits, and each event's own job finds the one
+// that fails: its row is failed with the reason and a retry of its own,
+// and its siblings settle with their effect exactly once.
+func TestWriteFailsOnlyItsEvent(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"evt_bad_error", "evt_bad_panic"} {
+		t.Run(bad, func(t *testing.T) {
+			t.Parallel()
+			h := ledgertest.New(t, 2, func(h *ledgertest.Harness) {
+				effects := ledger.NewWrite(h.Registry, ledger.WriteFuncs[string, bool]{
+					Merge: func(older, _ bool) bool { return older },
+					Flush: func(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[string, bool]) error {
+						ids := make([]string, len(entries))
+						for i, e := range entries {
+							switch e.Key {
+							case "evt_bad_error":
+								return errors.New("write refused evt_bad_error")
+							case "evt_bad_panic":
+								panic("write panicked on evt_bad_panic")
+							}
+							ids[i] = e.Key
+						}
+						_, err := tx.ExecContext(ctx, `INSERT INTO write_effect SELECT unnest($1::text[])`, ids)
+						return err
+					},
+				})
+				h.Registry.Handle("stripe", "invoice.paid", func(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
+					effects.Put(tx, ev.EventID, true)
+					return nil
+				})
+			})
+			_, err := h.DB.SQL.Exec(`CREATE TABLE write_effect (event_id text PRIMARY KEY)`)
+			require.NoError(t, err)
+			insertBatch(t, h, "invoice.paid", "evt_sib_a", bad, "evt_sib_b")
+			h.WaitSettled(t, "stripe", "evt_sib_a")
+			h.WaitSettled(t, "stripe", "evt_sib_b")
+			row := waitRow(t, h, bad, "failed", func(r ledgertest.Row) bool { return r.Status == "failed" })
+			require.Contains(t, row.LastError.String, bad, "the reason")
+			require.Equal(t, 2, h.DB.Count(t, `SELECT count(*) FROM write_effect WHERE event_id IN ('evt_sib_a', 'evt_sib_b')`))
+			require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM write_effect WHERE event_id = $1`, bad))
+			requireOwnRetry(t, h, bad)
+		})
+	}
+}
+
+// TestWriteFailureInTxNamesItsModuleOnce: a Write that fails when InTx
+// flushes it before the commit is named once, after its module and step,
+// as in an apply: the transaction's own flush adds no name of its own.
+func TestWriteFailureInTxNamesItsModuleOnce(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	reg := ledger.NewRegistry()
+	w := ledger.NewWrite(reg, ledger.WriteFuncs[string, int]{
+		Merge: func(_, newer int) int { return newer },
+		Flush: func(context.Context, *ledger.Tx, []ledger.Entry[string, int]) error { return errors.New("refused") },
+	})
+	err := ledger.InTx(context.Background(), db.SQL, func(tx *ledger.Tx) error {
+		w.Put(tx, "k", 1)
+		return nil
+	})
+	var he *ledger.HandlerError
+	require.ErrorAs(t, err, &he)
+	require.Equal(t, "ledger_test.Flush", he.Handler)
+	require.EqualError(t, err, "ledger_test.Flush: refused")
+}
+
 // TestNewWriteRefusesKeysItCannotOrder: a key of a type the apply cannot
 // sort stops the process at start-up, with the reason.
 func TestNewWriteRefusesKeysItCannotOrder(t *testing.T) {
