@@ -272,7 +272,14 @@ func (b *writeBatch[K, V]) prepare(locks []int32) []int32 {
 	return locks
 }
 
-func (b *writeBatch[K, V]) write(ctx context.Context, tx *Tx) error {
+// write loads, merges and flushes the batch. A panic in the module's Load,
+// Merge or Flush is its failure, named after it as an error would be.
+func (b *writeBatch[K, V]) write(ctx context.Context, tx *Tx) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &HandlerError{Handler: b.w.name, Err: &PanicError{Value: v, Stack: stack()}}
+		}
+	}()
 	fns := b.w.fns
 	entries := make([]Entry[K, V], len(b.sorted))
 	if fns.Load == nil {

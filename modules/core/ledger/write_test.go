@@ -174,6 +174,7 @@ func TestWriteFailsOnlyItsEvent(t *testing.T) {
 			h.WaitSettled(t, "stripe", "evt_sib_b")
 			row := waitRow(t, h, bad, "failed", func(r ledgertest.Row) bool { return r.Status == "failed" })
 			require.Contains(t, row.LastError.String, bad, "the reason")
+			require.Contains(t, row.LastError.String, "ledger_test.Flush: ", "the Write is named, panic or not")
 			require.Equal(t, 2, h.DB.Count(t, `SELECT count(*) FROM write_effect WHERE event_id IN ('evt_sib_a', 'evt_sib_b')`))
 			require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM write_effect WHERE event_id = $1`, bad))
 			requireOwnRetry(t, h, bad)
