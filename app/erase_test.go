@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
 // TestEraseSubject: erase lists, then erases, every stored payload that
@@ -161,4 +163,27 @@ func TestEraseModuleRows(t *testing.T) {
 	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM subscription WHERE customer_id = 'cus_B'`))
 	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM payment WHERE customer_id = 'cus_B'`))
 	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM usage_delta WHERE customer_id = 'cus_B'`))
+}
+
+// TestEraseUnderLogOnly: under CLAIM_MODE=log-only a redelivery is applied
+// again; an erased event's is not (its payload is gone), and the row stays
+// settled and erased.
+func TestEraseUnderLogOnly(t *testing.T) {
+	s := start(t, map[string]string{"CLAIM_MODE": "log-only"})
+	body := subEvent("evt_erase_logonly", "active", time.Now().Unix())
+	code, _ := s.post(t, "/webhooks/stripe", body, signed(body, time.Now()))
+	require.Equal(t, http.StatusOK, code)
+	s.waitSettled(t, "evt_erase_logonly")
+	t.Setenv("DATABASE_URL", s.db.URL)
+	code, _, stderr := run("erase", "--subject", "cus_e2e", "--yes")
+	require.Equal(t, 0, code, stderr)
+
+	code, _ = s.post(t, "/webhooks/stripe", body, signed(body, time.Now()))
+	require.Equal(t, http.StatusOK, code)
+	dbtest.Eventually(t, func() bool {
+		return s.db.Count(t, `SELECT count(*) FROM river_job WHERE state NOT IN ('completed', 'cancelled', 'discarded')`) == 0
+	}, "the redelivery's apply job ends")
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_erase_logonly'
+		AND status = 'settled' AND erased_at IS NOT NULL AND last_error IS NULL`))
+	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM subscription WHERE customer_id = 'cus_e2e'`))
 }

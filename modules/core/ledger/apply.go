@@ -198,7 +198,8 @@ func lockForApply(ctx context.Context, tx *Tx, reg *Registry, keys []EventKey, f
 	// deadlock_timeout and the apply retries it as contention, not counted
 	// as an attempt. A forced apply also settles rows that were settled,
 	// and must know which were, so it locks them in a subquery first, in
-	// key order, and reads their status there.
+	// key order, and reads their status there; it passes erased rows by,
+	// whose payload is gone.
 	//
 	// The payloads this process claimed and still keeps (kept) are not
 	// read back: the statement returns NULL for them, and never reads them
@@ -226,7 +227,7 @@ func lockForApply(ctx context.Context, tx *Tx, reg *Registry, keys []EventKey, f
 			-- latency is the first settle's.
 			settled_at = CASE WHEN old.status = ` + settledSQL + ` THEN e.settled_at ELSE now() END
 		FROM (SELECT id, status FROM webhook_event
-			WHERE (namespace, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+			WHERE (namespace, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND erased_at IS NULL
 			ORDER BY namespace COLLATE "C", event_id COLLATE "C" FOR UPDATE) old
 		WHERE e.id = old.id
 		RETURNING e.namespace, e.event_id, e.provider, e.source, e.event_type, e.payload, e.occurred_at, e.replayed, old.status, e.attempts`
