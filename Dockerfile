@@ -1,13 +1,15 @@
 # hookledger's image: a static binary on distroless/static (no shell, no
 # libc, no package manager), run as the image's non-root user. CA roots are
 # compiled into the binary (golang.org/x/crypto/x509roots/fallback), so
-# replay's HTTPS calls verify without a certificate store.
+# replay's HTTPS calls verify without a certificate store. The image ships
+# hookledger alone: the development tools (dev, devdb, bench) are the
+# separate binary hookledger-dev, which is not built here.
 #
 #   docker build -t hookledger .
 #   docker run --rm -e DATABASE_URL=... hookledger migrate up
 #   docker run --rm -p 8080:8080 -e DATABASE_URL=... -e STRIPE_WEBHOOK_SECRET=... hookledger serve
 #
-# What was verified without a Docker daemon: README.md, "Container".
+# What was verified without a Docker daemon: docs/DEPLOYING.md, "Container image".
 
 FROM golang:1.26 AS build
 WORKDIR /src

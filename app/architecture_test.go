@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -23,16 +24,18 @@ const modulePath = "github.com/hookledger/hookledger/"
 //   - features: the business modules (subscription, payment, usage...).
 //     Import the core, never each other.
 //   - operations: what operators run beside the webhooks (admin API,
-//     console, replay, simulate, bench). Import the core and test support
-//     (bench starts throwaway servers), never each other or a feature.
-//   - testsupport: databases, harnesses and servers for tests and local
-//     development. Imports the core and itself.
+//     console, replay, simulate), shipped in the hookledger binary. Import
+//     the core only, never each other, a feature or test support.
+//   - testsupport: databases, harnesses, servers and the bench, for tests
+//     and local development (hookledger-dev), never linked into hookledger.
+//     Imports the core and itself.
 //
-// Tests of any package may also import test support. Nothing imports app.
+// Tests of any package may also import test support. Nothing imports app
+// but the main packages under app/cmd.
 var allowed = map[string][]string{
 	"core":        {"core"},
 	"features":    {"core"},
-	"operations":  {"core", "testsupport"},
+	"operations":  {"core"},
 	"testsupport": {"core", "testsupport"},
 }
 
@@ -84,6 +87,60 @@ func TestModuleDependencies(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestOnlyCommandsImportApp: app is the composition root, and only the
+// main packages under app/cmd import it.
+func TestOnlyCommandsImportApp(t *testing.T) {
+	t.Parallel()
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != ".." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.HasPrefix(path, filepath.Join("..", "app", "cmd")+string(filepath.Separator)) {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); p == modulePath+"app" {
+				t.Errorf("%s imports %s: only the main packages under app/cmd do", path, p)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+// TestProductionBinaryLinksNoDevTooling: hookledger links neither test
+// support (throwaway clusters, harnesses) nor the bench; hookledger-dev,
+// the binary of the development tools, does.
+func TestProductionBinaryLinksNoDevTooling(t *testing.T) {
+	t.Parallel()
+	deps := func(cmd string) []string {
+		out, err := exec.Command("go", "list", "-deps", cmd).Output()
+		require.NoError(t, err, "go list -deps %s", cmd)
+		return strings.Fields(string(out))
+	}
+	const testsupport, bench = modulePath + "modules/testsupport/", modulePath + "modules/testsupport/bench"
+	prod := deps("./cmd/hookledger")
+	require.Contains(t, prod, modulePath+"modules/core/ledger", "the listing holds hookledger's own packages")
+	for _, p := range prod {
+		if strings.HasPrefix(p, testsupport) || strings.HasPrefix(p, modulePath) && strings.HasSuffix(p, "/bench") {
+			t.Errorf("hookledger links %s", p)
+		}
+	}
+	dev := deps("./cmd/hookledger-dev")
+	require.Contains(t, dev, bench)
+	require.Contains(t, dev, testsupport+"devdb")
 }
 
 // checkImports applies the rules to modules/cat/name.

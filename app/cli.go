@@ -45,23 +45,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 func run(ctx context.Context, args []string, t terminal) int {
-	root := newRootCommand(t)
-	root.SetArgs(args)
-	cmd, err := root.ExecuteContextC(ctx)
-	switch {
-	case err == nil:
-		return ExitOK
-	case errors.Is(err, errDrift):
-		fmt.Fprintf(t.errOut, "hookledger: %v\n", err)
-		return ExitDrift
-	case errors.Is(err, errUsage):
-		fmt.Fprintf(t.errOut, "hookledger: %s\n", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
-		fmt.Fprintf(t.errOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
-		return ExitUsage
-	default:
-		fmt.Fprintf(t.errOut, "hookledger: %v\n", err)
-		return ExitFailure
-	}
+	return execute(ctx, newRootCommand(t), args, t)
 }
 
 // newRootCommand builds the whole command tree.
@@ -73,7 +57,7 @@ func newRootCommand(t terminal) *cobra.Command {
 applies it to business state in order, and pulls back events it missed.
 
 Configuration comes from the environment (DATABASE_URL, HTTP_ADDR, the
-provider secrets ...) and HOOKLEDGER_CONFIG; see README.md.`,
+provider secrets ...) and HOOKLEDGER_CONFIG; see docs/configuration.md.`,
 		Version:           buildVersion().String(),
 		SilenceUsage:      true,
 		SilenceErrors:     true,
@@ -89,8 +73,6 @@ provider secrets ...) and HOOKLEDGER_CONFIG; see README.md.`,
 	root.AddCommand(
 		serveCommand(),
 		migrateCommand(t),
-		devCommand(t),
-		devDBCommand(),
 		verifyCommand(),
 		ipsCommand(),
 		replayCommand(),
@@ -102,20 +84,21 @@ provider secrets ...) and HOOKLEDGER_CONFIG; see README.md.`,
 		redisCommand(t),
 		triggerCommand(),
 		simulateCommand(),
-		benchCommand(),
-		benchRedisCommand(),
+		newCommand(),
 		versionCommand(),
 		healthcheckCommand(),
 	)
-	var plain func(c *cobra.Command)
-	plain = func(c *cobra.Command) {
-		c.DisableFlagsInUseLine = true // every Use line spells its flags
-		for _, sub := range c.Commands() {
-			plain(sub)
-		}
-	}
-	plain(root)
+	spelledFlags(root)
 	return root
+}
+
+// spelledFlags drops cobra's "[flags]" from c's and its subcommands' usage
+// lines: every Use line spells its flags.
+func spelledFlags(c *cobra.Command) {
+	c.DisableFlagsInUseLine = true
+	for _, sub := range c.Commands() {
+		spelledFlags(sub)
+	}
 }
 
 // groupRun is the run function of a command that only holds subcommands:

@@ -3,7 +3,6 @@ package app_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -305,21 +304,6 @@ func TestSimulateSaysWhenNothingListens(t *testing.T) {
 	code, _, stderr := run("simulate", "--url", url, "--secret", "whsec_x", "--events", "3")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "nothing listens")
-}
-
-// TestDevReportsAPortInUse: dev takes the port first, and says so before
-// anything else when it is taken.
-func TestDevReportsAPortInUse(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	t.Setenv("HTTP_ADDR", ln.Addr().String())
-	t.Setenv("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
-	code, stdout, stderr := run("dev")
-	require.Equal(t, 1, code)
-	require.Empty(t, stdout, "no banner")
-	require.Contains(t, stderr, "already in use")
-	require.Contains(t, stderr, "HTTP_ADDR")
 }
 
 // TestVerifyCountsSecretsFromZero, as secret_index in the ledger and the

@@ -30,7 +30,7 @@ type corpusFile struct {
 	// Answer "ignored" marks a delivery that is answered and never stored.
 	Answer string `json:"answer"`
 	// Refused, when set, is a known refusal: the product answers this 4xx
-	// today (listed in the README under "Real-payload corpus").
+	// today (listed in docs/providers.md under "Real-payload corpus").
 	Refused *struct {
 		Status int    `json:"status"`
 		Cause  string `json:"cause"`

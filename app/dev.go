@@ -6,51 +6,64 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/modules/testsupport/devdb"
 )
 
-func devCommand(t terminal) *cobra.Command {
-	return &cobra.Command{
-		Use:   "dev",
-		Short: "Serve against a local PostgreSQL with development defaults",
-		Long: `Serve every role with development defaults: console logs with a live
-feed of claims and applies, the Stripe secret whsec_hookledger_dev when no
-provider secret is set, and DATABASE_URL, else a local PostgreSQL, else a
-throwaway cluster started in .pgdata/. Migrates first. Send it test events
-with 'hookledger trigger TYPE'.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), t.out, t.errOut) },
+// This file is what hookledger-dev (app/cmd/hookledger-dev) builds on:
+// hookledger's command line with the development tools added beside it.
+// The tools live in that binary, so hookledger links neither the bench nor
+// the throwaway PostgreSQL they start.
+
+// MainWith runs the command line of the program name, hookledger's commands
+// and more beside them, and returns the exit code as Main does.
+func MainWith(ctx context.Context, name string, args []string, stdout, stderr io.Writer, more ...*cobra.Command) int {
+	t := terminal{in: os.Stdin, out: stdout, errOut: stderr, interactive: isTerminal(os.Stdin)}
+	root := newRootCommand(t)
+	root.Use = name
+	for _, c := range more {
+		spelledFlags(c)
+	}
+	root.AddCommand(more...)
+	return execute(ctx, root, args, t)
+}
+
+// execute runs root with args and maps its error to an exit code, said on
+// t.errOut under the program's name.
+func execute(ctx context.Context, root *cobra.Command, args []string, t terminal) int {
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, errDrift):
+		fmt.Fprintf(t.errOut, "%s: %v\n", root.Name(), err)
+		return ExitDrift
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(t.errOut, "%s: %s\n", root.Name(), strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
+		fmt.Fprintf(t.errOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		return ExitUsage
+	default:
+		fmt.Fprintf(t.errOut, "%s: %v\n", root.Name(), err)
+		return ExitFailure
 	}
 }
 
-// runDev serves with development defaults. It takes the port before
-// anything else, so a port in use is the first thing it reports.
-func runDev(ctx context.Context, stdout, stderr io.Writer) error {
-	cfg, err := config.LoadDev()
-	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
-	}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if errors.Is(err, syscall.EADDRINUSE) {
-		return fmt.Errorf("%s is already in use (another hookledger dev?): stop it, or set HTTP_ADDR, e.g. HTTP_ADDR=:8081", cfg.HTTPAddr)
-	}
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
-	}
-	defer ln.Close()
-	if cfg.DatabaseURL == "" {
-		url, err := devDatabase(ctx, stderr)
-		if err != nil {
-			return err
-		}
-		cfg.DatabaseURL = config.Secret(url)
-	}
+// UsageError is a command-line mistake: the command exits 2 and points at
+// its --help.
+func UsageError(format string, a ...any) error { return usageError(format, a...) }
+
+// NoArgs is the positional-argument check of a command that takes none.
+func NoArgs(cmd *cobra.Command, args []string) error { return noArgs(cmd, args) }
+
+// Dev migrates the database of cfg up, prints the banner and serves every
+// role on ln until ctx ends: `hookledger-dev dev` once it holds its port
+// and has a database.
+func Dev(ctx context.Context, cfg *config.Config, ln net.Listener, stdout, stderr io.Writer) error {
 	if err := migrate(ctx, cfg.DatabaseURL.Reveal(), "up", false, stderr); err != nil {
 		return err
 	}
@@ -58,39 +71,6 @@ func runDev(ctx context.Context, stdout, stderr io.Writer) error {
 		localAddr(ln.Addr().String()), config.RedactURL(cfg.DatabaseURL.Reveal()), sourceNames(cfg))
 	fmt.Fprintf(stdout, "send a signed test event:  go tool task trigger -- invoice.paid   (hookledger trigger --list shows every type)\n")
 	return serve(ctx, cfg, config.RoleAll, ln)
-}
-
-func devDBCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "devdb",
-		Short: "Print the development database's URL",
-		Long: `Print DATABASE_URL, else the URL of the development database on a local
-PostgreSQL or the throwaway cluster (started when needed).`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.LoadDev()
-			if err != nil {
-				return fmt.Errorf("configuration:\n%w", err)
-			}
-			url := cfg.DatabaseURL.Reveal()
-			if url == "" {
-				if url, err = devDatabase(cmd.Context(), cmd.ErrOrStderr()); err != nil {
-					return err
-				}
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), url)
-			return nil
-		},
-	}
-}
-
-func devDatabase(ctx context.Context, stderr io.Writer) (string, error) {
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
-	admin, err := devdb.Server(ctx, "", logf)
-	if err != nil {
-		return "", err
-	}
-	return devdb.EnsureDatabase(ctx, admin, "hookledger")
 }
 
 func localAddr(addr string) string {

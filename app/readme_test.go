@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -11,40 +12,66 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// readmeSection returns the text of a README section, up to the next one.
-func readmeSection(t *testing.T, heading string) string {
+// docSection returns the text of a "## heading" section of the markdown
+// file at path (relative to the repository root), up to the next one.
+func docSection(t *testing.T, path, heading string) string {
 	t.Helper()
-	raw, err := os.ReadFile("../README.md")
+	raw, err := os.ReadFile(filepath.Join("..", path))
 	require.NoError(t, err)
 	_, rest, ok := strings.Cut(string(raw), "\n## "+heading+"\n")
-	require.True(t, ok, "README has a %q section", heading)
+	require.True(t, ok, "%s has a %q section", path, heading)
 	section, _, _ := strings.Cut(rest, "\n## ")
 	return section
 }
 
-// TestReadmeCommandsMatchHelp: the README's command list shows each
-// command's usage line and summary as --help prints them.
-func TestReadmeCommandsMatchHelp(t *testing.T) {
+// TestReadmeStartsAndLinks: the README stays a short page that starts a
+// reader (the two set-up commands, a first event) and shows failures
+// with their table and River UI's screenshot; the rest is in docs/.
+func TestReadmeStartsAndLinks(t *testing.T) {
 	t.Parallel()
-	section := readmeSection(t, "Commands")
+	raw, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	readme := string(raw)
+	require.LessOrEqual(t, len(raw), 12<<10, "README.md is at most 12 KiB; move detail into docs/")
+	for _, s := range []string{"go tool task dev", "go tool task test", "go tool task trigger", "hookledger-dev",
+		"(docs/modules.md)", "/riverui/", "/console/", "(docs/configuration.md)"} {
+		require.Contains(t, readme, s)
+	}
+	failures := docSection(t, "README.md", "Failures and retries")
+	require.Regexp(t, regexp.MustCompile(`(?m)^\|---\|`), failures, "Failures and retries has a table")
+	require.Contains(t, failures, "](docs/riverui-retryable.png)")
+}
+
+// TestDocsCommandsMatchHelp: docs/cli.md lists each hookledger command's
+// usage line and summary as --help prints them, and nothing else.
+func TestDocsCommandsMatchHelp(t *testing.T) {
+	t.Parallel()
+	section := docSection(t, "docs/cli.md", "Commands")
+	var want []string
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		for _, sub := range c.Commands() {
 			if sub.Name() == "help" || sub.Name() == "completion" || sub.Hidden {
 				continue
 			}
-			require.Contains(t, section, sub.UseLine()+"\n    "+sub.Short+"\n", "README lists %q", sub.CommandPath())
+			require.Contains(t, section, sub.UseLine()+"\n    "+sub.Short+"\n", "docs/cli.md lists %q", sub.CommandPath())
+			want = append(want, sub.UseLine())
 			walk(sub)
 		}
 	}
 	walk(newRootCommand(terminal{}))
+	for _, line := range strings.Split(section, "\n") {
+		if strings.HasPrefix(line, "hookledger ") {
+			require.Contains(t, want, line, "docs/cli.md lists a command hookledger --help does not have")
+		}
+	}
 }
 
-// TestReadmeLayoutListsEveryPackage: each folder holding a Go package
-// (generated ent/ code aside) has its line in the README's layout.
-func TestReadmeLayoutListsEveryPackage(t *testing.T) {
+// TestDocsLayoutListsEveryPackage: each folder holding a Go package
+// (generated ent/ code aside) has its line in docs/ARCHITECTURE.md's layout.
+func TestDocsLayoutListsEveryPackage(t *testing.T) {
 	t.Parallel()
-	section := readmeSection(t, "Layout")
+	section := docSection(t, "docs/ARCHITECTURE.md", "Layout")
 	listed := map[string]bool{}
 	for _, line := range strings.Split(section, "\n") {
 		if f := strings.Fields(line); len(f) > 0 {
@@ -68,7 +95,7 @@ func TestReadmeLayoutListsEveryPackage(t *testing.T) {
 		}
 		dir := filepath.ToSlash(filepath.Dir(rel))
 		if dir != "." {
-			require.True(t, listed[dir], "README's layout lists %s", dir)
+			require.True(t, listed[dir], "docs/ARCHITECTURE.md's layout lists %s", dir)
 		}
 		return nil
 	})

@@ -19,8 +19,8 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/migrations"
 	"github.com/hookledger/hookledger/modules/core/ledger"
-	"github.com/hookledger/hookledger/modules/operations/bench"
 	"github.com/hookledger/hookledger/modules/operations/simulate"
+	"github.com/hookledger/hookledger/modules/testsupport/bench"
 	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/redistest"
 )

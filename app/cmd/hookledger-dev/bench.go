@@ -1,10 +1,11 @@
-package app
+package main
 
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/hookledger/hookledger/app"
 	"github.com/hookledger/hookledger/config"
-	"github.com/hookledger/hookledger/modules/operations/bench"
+	"github.com/hookledger/hookledger/modules/testsupport/bench"
 )
 
 func benchRedisCommand() *cobra.Command {
@@ -18,10 +19,10 @@ of its own, and report the database's transactions per delivery (applies
 and River's own work included), the ingest rate and the latency. Redis is
 REDIS_URL when set, else --redis-url; keys get a prefix of this run's own;
 REDIS_TIMEOUT applies.`,
-		Args: noArgs,
+		Args: app.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Events < 1 || o.Deliveries < 1 || o.Clients < 1 {
-				return usageError("--events, --deliveries and --clients must be positive")
+				return app.UsageError("--events, --deliveries and --clients must be positive")
 			}
 			return bench.Storm(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -51,13 +52,13 @@ With --ledger-rows N the run then seeds the ledger with N realistic rows
 settled, some failed) and measures ingest, end-to-end and the apply's CPU
 again on it, and times every operator page (console, admin API, /metrics)
 on the empty and on the seeded ledger.`,
-		Args: noArgs,
+		Args: app.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Events < 1 || o.Events > bench.PhaseEvents {
-				return usageError("--events must be between 1 and %d", bench.PhaseEvents)
+				return app.UsageError("--events must be between 1 and %d", bench.PhaseEvents)
 			}
 			if o.LedgerRows < 0 || (o.LedgerRows > 0 && o.Storage) {
-				return usageError("--ledger-rows must be 0 or positive, and is not measured with --storage")
+				return app.UsageError("--ledger-rows must be 0 or positive, and is not measured with --storage")
 			}
 			return bench.Run(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},

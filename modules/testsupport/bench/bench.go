@@ -22,7 +22,7 @@ import (
 	"github.com/hookledger/hookledger/modules/testsupport/devdb"
 )
 
-// Report is what `hookledger bench` measured, in one run.
+// Report is what `hookledger-dev bench` measured, in one run.
 type Report struct {
 	Events   int    `json:"events"`
 	Clients  int    `json:"clients"`
