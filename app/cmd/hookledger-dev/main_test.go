@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 )
 
@@ -49,5 +52,26 @@ func TestBenchUsageErrors(t *testing.T) {
 		require.Empty(t, stdout, "%v", args)
 		require.Contains(t, stderr, "hookledger-dev: ", "%v", args)
 		require.Contains(t, stderr, "Run 'hookledger-dev "+args[0]+" --help' for usage.", "%v", args)
+	}
+}
+
+// TestDocsListTheTools: docs/cli.md lists each tool of hookledger-dev with
+// its usage line and summary as --help shows them, and no other.
+func TestDocsListTheTools(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../../docs/cli.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(raw), "\n## hookledger-dev (development and benchmarks)\n")
+	require.True(t, ok, "docs/cli.md has the hookledger-dev section")
+	section, _, _ = strings.Cut(section, "\n## ")
+	var want []string
+	for _, c := range []*cobra.Command{devCommand(), devDBCommand(), benchCommand(), benchRedisCommand()} {
+		require.Contains(t, section, "hookledger-dev "+c.Use+"\n    "+c.Short+"\n", "docs/cli.md lists %q", c.Use)
+		want = append(want, "hookledger-dev "+c.Use)
+	}
+	for _, line := range strings.Split(section, "\n") {
+		if strings.HasPrefix(line, "hookledger-dev ") && !strings.HasPrefix(line, "hookledger-dev (") {
+			require.Contains(t, want, line, "docs/cli.md lists a tool hookledger-dev --help does not have")
+		}
 	}
 }
