@@ -18,4 +18,8 @@
 // row, and only then: duplicates, retries, replays and crashes cannot create
 // a second one. The job itself runs at least once, so the sender gets the
 // payment id as its idempotency key.
+//
+// Erasing a customer (erase.go) replaces its customer id by ledger.Erased
+// and keeps the row, whose existence is what allows one receipt per
+// payment.
 package payment

@@ -24,4 +24,8 @@
 // apply reads the batch's stored rows, decides each event against the row
 // as the events before it left it, in the order it applied them (merge),
 // and writes the winners in one statement.
+//
+// Erasing a customer (erase.go) replaces its customer id by ledger.Erased
+// and keeps the row and its version, so a late older event stays stale
+// instead of recreating the row.
 package subscription

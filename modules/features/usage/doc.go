@@ -14,4 +14,7 @@
 // it again. An apply transaction writes its deltas and totals when it
 // ends, a statement each (two ledger.Writes), so that concurrent applies
 // of events of the same customers cannot deadlock.
+//
+// Erasing a customer (erase.go) deletes its deltas and totals together,
+// so every total stays the sum of its deltas.
 package usage
