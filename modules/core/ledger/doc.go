@@ -55,7 +55,7 @@
 //     the event, never a shared batch job; RequeueResult), RequeueMatching
 //     (RequeueCounts), Discard, Prune (Retention, PruneReport, PruneArgs,
 //     PruneWorker, PrunePeriodically), Erase and EraseModules (EraseFunc,
-//     registered with Registry.Erase; EraseReport, EraseMatch,
+//     registered with Registry.Erase, RedactRows for a hook that redacts a column; EraseReport, EraseMatch,
 //     ModuleErasure, Holds, Erased, ErasedPayload), Rekey, CountByStatus, Backlog,
 //     DeliveryCounts and DeliverySeries (DeliveryCount, DeliveryPoint),
 //     and the Prometheus Collector

@@ -25,6 +25,25 @@ const ErasedPayload = `{"hookledger":"erased"}`
 // does not fill it again from a late event.
 const Erased = "(erased)"
 
+// RedactRows is the body of the erase hook of a module that keeps its rows
+// and holds the subject in one column: it sets column to Erased in the
+// rows of table whose column is subject (in namespace; all when empty),
+// locking them in the order of orderBy, the order the module's writes lock
+// them in, and says how many it changed. table, column and orderBy are the
+// module's own identifiers, never input.
+func RedactRows(ctx context.Context, tx *Tx, table, column, orderBy, subject, namespace string) (int64, error) {
+	res, err := tx.ExecContext(ctx, `
+		WITH hit AS (
+			SELECT id FROM `+table+` WHERE `+column+` = $1 AND ($2 = '' OR namespace = $2)
+			ORDER BY `+orderBy+` FOR UPDATE)
+		UPDATE `+table+` t SET `+column+` = $3 FROM hit WHERE t.id = hit.id`,
+		subject, namespace, Erased)
+	if err != nil {
+		return 0, fmt.Errorf("redact %s.%s: %w", table, column, err)
+	}
+	return res.RowsAffected()
+}
+
 // EraseMatch is a ledger row whose payload holds the subject.
 type EraseMatch struct {
 	EventKey

@@ -2,7 +2,6 @@ package subscription
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
 )
@@ -18,14 +17,5 @@ import (
 // the provider, writes a customer again. Rows are locked in key order, the
 // order an apply's write locks them in.
 func erase(ctx context.Context, tx *ledger.Tx, customer, namespace string, _ bool) (int64, error) {
-	res, err := tx.ExecContext(ctx, `
-		WITH hit AS (
-			SELECT id FROM subscription WHERE customer_id = $1 AND ($2 = '' OR namespace = $2)
-			ORDER BY namespace, provider, external_id FOR UPDATE)
-		UPDATE subscription s SET customer_id = $3, updated_at = CURRENT_TIMESTAMP FROM hit WHERE s.id = hit.id`,
-		customer, namespace, ledger.Erased)
-	if err != nil {
-		return 0, fmt.Errorf("redact subscriptions: %w", err)
-	}
-	return res.RowsAffected()
+	return ledger.RedactRows(ctx, tx, "subscription", "customer_id", "namespace, provider, external_id", customer, namespace)
 }

@@ -1,12 +1,9 @@
 package usage_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/hookledger/hookledger/modules/core/ledger"
 )
 
 // TestEraseDeletesTheCustomersUsage: erase deletes the subject's deltas
@@ -17,7 +14,6 @@ import (
 func TestEraseDeletesTheCustomersUsage(t *testing.T) {
 	t.Parallel()
 	h := setup(t, 0)
-	ctx := context.Background()
 	events := []struct {
 		id   string
 		body []byte
@@ -36,17 +32,7 @@ func TestEraseDeletesTheCustomersUsage(t *testing.T) {
 	}
 	require.Equal(t, 5, holding("cus_A"), "three deltas, two totals")
 
-	dry, err := h.Claimer.EraseModules(ctx, h.Registry, "cus_A", "", true)
-	require.NoError(t, err)
-	require.Equal(t, []ledger.ModuleErasure{{Module: "usage", Rows: 5}}, dry)
-	require.Equal(t, 5, holding("cus_A"), "a dry run changes nothing")
-
-	_, err = h.Claimer.Erase(ctx, "cus_A", "", false)
-	require.NoError(t, err)
-	done, err := h.Claimer.EraseModules(ctx, h.Registry, "cus_A", "", false)
-	require.NoError(t, err)
-	require.Equal(t, dry, done)
-	require.Zero(t, holding("cus_A"))
+	h.Erase(t, "cus_A", "usage", 5, func() int { return holding("cus_A") })
 	require.Equal(t, 7, total(t, h, "cus_B", "api_calls"))
 	require.Equal(t, 2, holding("cus_B"))
 

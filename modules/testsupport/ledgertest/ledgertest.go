@@ -154,3 +154,24 @@ func (h *Harness) Row(t testing.TB, namespace, id string) Row {
 // apply_event job, one per event of an apply_batch job.
 const JobCoverageSQL = `SELECT (SELECT count(*) FROM river_job WHERE kind = 'apply_event')
 	+ (SELECT COALESCE(sum(jsonb_array_length(args->'events')), 0) FROM river_job WHERE kind = 'apply_batch')`
+
+// Erase is what `hookledger erase --subject` does, checked for a module
+// whose rows holding the subject holding counts: a dry run reports rows
+// row(s) of module and changes nothing; the erase of the ledger and of
+// the modules then reports the same and leaves no row holding it.
+func (h *Harness) Erase(t testing.TB, subject, module string, rows int, holding func() int) {
+	t.Helper()
+	ctx := context.Background()
+	before := holding()
+	dry, err := h.Claimer.EraseModules(ctx, h.Registry, subject, "", true)
+	require.NoError(t, err)
+	require.Equal(t, []ledger.ModuleErasure{{Module: module, Rows: int64(rows)}}, dry)
+	require.Equal(t, before, holding(), "a dry run changes nothing")
+
+	_, err = h.Claimer.Erase(ctx, subject, "", false)
+	require.NoError(t, err)
+	done, err := h.Claimer.EraseModules(ctx, h.Registry, subject, "", false)
+	require.NoError(t, err)
+	require.Equal(t, dry, done, "the erase changes what the dry run counted")
+	require.Zero(t, holding(), "no row holds the subject")
+}
