@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -26,6 +27,19 @@ const hookledgerModule = "github.com/hookledger/hookledger"
 
 //go:embed scaffold/*.tmpl
 var scaffoldFS embed.FS
+
+// workingDirKey is the context key of the directory `new` runs in when
+// not the process's own (tests run in a copy of the checkout, in
+// parallel).
+type workingDirKey struct{}
+
+// workingDir is the directory `new` writes around.
+func workingDir(ctx context.Context) (string, error) {
+	if dir, ok := ctx.Value(workingDirKey{}).(string); ok {
+		return dir, nil
+	}
+	return os.Getwd()
+}
 
 func newCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -58,7 +72,7 @@ module, table or identifier of package app. On any error nothing is
 written. See docs/modules.md.`,
 		Args: exactArgs(1, "a module name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			wd, err := os.Getwd()
+			wd, err := workingDir(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -92,15 +92,16 @@ func TestNewModuleScaffoldsAWorkingModule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and tests a copy of the repository")
 	}
+	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	require.NoError(t, err, "the go command")
 	// The copy's tests use this run's server, never a cluster of their own.
 	admin := dbtest.Admin(t)
 	repo := copyCheckout(t, "..")
-	t.Chdir(repo)
 	newModule := func(args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
-		code := Main(context.Background(), append([]string{"new"}, args...), &stdout, &stderr)
+		ctx := context.WithValue(context.Background(), workingDirKey{}, repo)
+		code := run(ctx, append([]string{"new"}, args...), terminal{out: &stdout, errOut: &stderr})
 		return code, stdout.String(), stderr.String()
 	}
 
