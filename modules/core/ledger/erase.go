@@ -110,38 +110,16 @@ func (s *Store) Erase(ctx context.Context, subject, namespace string, dryRun boo
 	}
 	// Sealed payloads are opened here, a batch at a time.
 	for after := int64(0); ; {
-		rows, err := s.db.QueryContext(ctx, `
-			SELECT id, namespace, event_id, payload FROM webhook_event
-			WHERE id > $1 AND ($2 = '' OR namespace = $2) AND erased_at IS NULL AND payload LIKE '`+sealedPrefix+`%'
-			ORDER BY id LIMIT $3`, after, namespace, eraseBatch)
+		batch, err := s.openStored(ctx, after, eraseBatch,
+			`($2 = '' OR namespace = $2) AND erased_at IS NULL AND payload LIKE '`+sealedPrefix+`%'`, namespace)
 		if err != nil {
 			return r, fmt.Errorf("erase: %w", err)
 		}
 		var ids []int64
-		n := 0
-		for rows.Next() {
-			var (
-				id int64
-				k  EventKey
-				p  []byte
-			)
-			if err := rows.Scan(&id, &k.Namespace, &k.EventID, &p); err != nil {
-				rows.Close()
-				return r, fmt.Errorf("erase: %w", err)
+		for _, p := range batch {
+			if Holds(p.plain, subject) {
+				ids = append(ids, p.id)
 			}
-			n, after = n+1, id
-			plain, err := s.sealer.Open(k, p)
-			if err != nil {
-				rows.Close()
-				return r, fmt.Errorf("erase: %w", err)
-			}
-			if Holds(plain, subject) {
-				ids = append(ids, id)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return r, fmt.Errorf("erase: %w", err)
 		}
 		if len(ids) > 0 {
 			hits, _, err := s.eraseBatch(ctx, subject, dryRun, `WITH hit AS (SELECT unnest($3::bigint[]) AS id)`, ids)
@@ -150,9 +128,10 @@ func (s *Store) Erase(ctx context.Context, subject, namespace string, dryRun boo
 			}
 			r.add(hits)
 		}
-		if n < eraseBatch {
+		if len(batch) < eraseBatch {
 			return r, nil
 		}
+		after = batch[len(batch)-1].id
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -190,41 +191,17 @@ func (s *Store) Rekey(ctx context.Context) (int64, error) {
 	current := sealedPrefix + s.sealer.SealingKeyID() + ":%"
 	var total int64
 	for after := int64(0); ; {
-		rows, err := s.db.QueryContext(ctx, `
-			SELECT id, namespace, event_id, payload FROM webhook_event
-			WHERE id > $1 AND erased_at IS NULL AND payload NOT LIKE $2
-			ORDER BY id LIMIT $3`, after, current, rekeyBatch)
+		batch, err := s.openStored(ctx, after, rekeyBatch, `erased_at IS NULL AND payload NOT LIKE $2`, current)
 		if err != nil {
 			return total, fmt.Errorf("rekey: %w", err)
 		}
-		var (
-			ids           []int64
-			olds, sealeds []string
-		)
-		for rows.Next() {
-			var (
-				id int64
-				k  EventKey
-				p  []byte
-			)
-			if err := rows.Scan(&id, &k.Namespace, &k.EventID, &p); err != nil {
-				rows.Close()
-				return total, fmt.Errorf("rekey: %w", err)
-			}
-			plain, err := s.sealer.Open(k, p)
-			if err != nil {
-				rows.Close()
-				return total, fmt.Errorf("rekey: %w", err)
-			}
-			ids, olds, sealeds = append(ids, id), append(olds, string(p)), append(sealeds, string(s.sealer.Seal(k, plain)))
-			after = id
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return total, fmt.Errorf("rekey: %w", err)
-		}
-		if len(ids) == 0 {
+		if len(batch) == 0 {
 			return total, nil
+		}
+		after = batch[len(batch)-1].id
+		ids, olds, sealeds := make([]int64, len(batch)), make([]string, len(batch)), make([]string, len(batch))
+		for i, p := range batch {
+			ids[i], olds[i], sealeds[i] = p.id, string(p.stored), string(s.sealer.Seal(p.key, p.plain))
 		}
 		// A payload changed meanwhile (erased) is left for the next run.
 		res, err := s.db.ExecContext(ctx, `
@@ -237,4 +214,37 @@ func (s *Store) Rekey(ctx context.Context) (int64, error) {
 		n, _ := res.RowsAffected()
 		total += n
 	}
+}
+
+// openedPayload is a stored payload and its plaintext.
+type openedPayload struct {
+	id            int64
+	key           EventKey
+	stored, plain []byte
+}
+
+// openStored reads, in id order after the id after, at most limit rows
+// that where selects (a condition on webhook_event whose parameters are
+// args from $2) and opens their payloads.
+func (s *Store) openStored(ctx context.Context, after int64, limit int, where string, args ...any) ([]openedPayload, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT id, namespace, event_id, payload FROM webhook_event
+		WHERE id > $1 AND `+where+`
+		ORDER BY id LIMIT `+strconv.Itoa(limit), append([]any{after}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []openedPayload
+	for rows.Next() {
+		var p openedPayload
+		if err := rows.Scan(&p.id, &p.key.Namespace, &p.key.EventID, &p.stored); err != nil {
+			return nil, err
+		}
+		if p.plain, err = s.sealer.Open(p.key, p.stored); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
 }
