@@ -76,6 +76,14 @@ type Report struct {
 	// Scale is the service on a seeded ledger beside the empty one
 	// (--ledger-rows); nil without it.
 	Scale *scaleReport `json:"ledger_at_scale,omitempty"`
+	// RefService is the reference design as a whole service, receiver
+	// and workers (reference.go), measured as the service's peak is; nil
+	// with --mix (it takes Stripe only).
+	RefService *refServiceReport `json:"reference_service,omitempty"`
+	// Prune, KeptKeys and Sealed are the optional phases (phases.go).
+	Prune    *pruneReport    `json:"prune_under_ingest,omitempty"`
+	KeptKeys *keptKeysReport `json:"kept_keys,omitempty"`
+	Sealed   *sealedReport   `json:"sealed_payloads,omitempty"`
 }
 
 type ratios struct {
@@ -101,6 +109,9 @@ type leftRatios struct {
 	EndToEndToRef     float64 `json:"end_to_end_to_reference"`
 }
 
+// Secret is the webhook secret of the services the bench drives.
+const Secret = benchSecret
+
 const benchSecret = "whsec_hookledger_bench"
 
 // Options is one benchmark run.
@@ -123,6 +134,14 @@ type Options struct {
 	// LedgerRows, when positive, measures the service again on a ledger
 	// seeded with that many rows, and the operator pages on both.
 	LedgerRows int
+	// PruneRows, when positive, measures ingest with and without prune
+	// deleting that many rows older than RETENTION.
+	PruneRows int
+	// KeptKeys, when positive, measures ingest with webhook_key empty and
+	// holding that many keys.
+	KeptKeys int
+	// Sealed measures the service again with PAYLOAD_KEYS set.
+	Sealed bool
 }
 
 // applyTxSQL counts the apply transactions so far: River's runs of the
@@ -224,6 +243,18 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	if !o.Mix {
+		logf("bench: the reference design as a service, %d events from %d clients, %d workers", o.Events, o.Clients, o.Workers)
+		if err := setupReferenceService(ctx, url); err != nil {
+			return err
+		}
+		ref, err := runReferenceService(ctx, m, url, gen.with("refsvc"), o.Events, o.Clients, o.Workers)
+		if err != nil {
+			return fmt.Errorf("reference service: %w", err)
+		}
+		r.RefService = &refServiceReport{Reference: ref}
+	}
+
 	// With --ledger-rows every service serves the operator pages, on the
 	// empty ledger as on the seeded one.
 	var env []string
@@ -318,6 +349,13 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		EndToEndToRef:     left(r.EndToEnd, r.EndToEndCPU) / refLeft,
 	}
 	r.Floor = newFloor(&r)
+	if rs := r.RefService; rs != nil {
+		rs.Hookledger = serviceRun{Ingest: r.Ingest, IngestCPU: r.IngestCPU, EndToEnd: r.EndToEnd, EndToEndCPU: r.EndToEndCPU, Peak: r.Peak}
+		rs.ratios()
+	}
+	if err := runPhases(ctx, m, url, gen, o, &r, logf); err != nil {
+		return err
+	}
 	printBench(stdout, &r)
 	if r.Errors > 0 {
 		return fmt.Errorf("%d request(s) failed", r.Errors)
@@ -358,9 +396,13 @@ func printBench(w io.Writer, r *Report) {
 	f := r.Floor
 	p("floor: %.2f ms CPU per event (HTTP %.2f + claim %.2f + apply %.2f); at best ingest/plain %.2fx, ingest/reference %.2fx; the service's end-to-end CPU is %.2fx the floor; apply alone/apply floor %.2fx",
 		f.Total, f.HTTP, f.Claim, f.Apply, f.BestToPlain, f.BestToReference, f.Service, x.ApplyToFloor)
+	if r.RefService != nil {
+		printRefService(w, r.RefService)
+	}
 	if r.Scale != nil {
 		printScale(w, r.Scale)
 	}
+	printPhases(w, r)
 	line, _ := json.Marshal(r)
 	p("%s", line)
 }

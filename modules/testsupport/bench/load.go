@@ -163,6 +163,15 @@ func (p *payloads) with(prefix string) *payloads {
 	return &payloads{prefix: prefix, templates: p.templates, base: *p.phases * PhaseEvents, phases: p.phases}
 }
 
+// at returns the same templates and phase, under another id prefix,
+// with events counted from offset: a phase that drives several rounds
+// takes each from the phase's own range, so that its events stay in the
+// past however many rounds it drives (a phase's events are PhaseEvents
+// seconds of event time, and a run's phases share one year).
+func (p *payloads) at(prefix string, offset int) *payloads {
+	return &payloads{prefix: prefix, templates: p.templates, base: p.base + offset, phases: p.phases}
+}
+
 // PhaseEvents bounds the events of one phase.
 const PhaseEvents = 1_000_000
 
@@ -200,7 +209,14 @@ func (p *payloads) sizes() string {
 // drive posts events signed events from clients goroutines, open loop at
 // rate (0: as fast as they go), and returns each request's latency.
 func drive(ctx context.Context, base string, gen *payloads, events, clients int, rate float64) ([]time.Duration, int64) {
+	lat, errs, _ := driveFailure(ctx, base, gen, events, clients, rate)
+	return lat, errs
+}
+
+// driveFailure is drive that also describes the first failed request.
+func driveFailure(ctx context.Context, base string, gen *payloads, events, clients int, rate float64) ([]time.Duration, int64, string) {
 	var (
+		first  atomic.Value
 		next   atomic.Int64
 		errs   atomic.Int64
 		mu     sync.Mutex
@@ -238,11 +254,13 @@ func drive(ctx context.Context, base string, gen *payloads, events, clients int,
 				status, err := c.post("/webhooks/"+d.Provider, h, d.Body)
 				if err != nil {
 					errs.Add(1)
+					first.CompareAndSwap(nil, err.Error())
 					continue
 				}
 				local = append(local, time.Since(t0))
 				if status != http.StatusOK {
 					errs.Add(1)
+					first.CompareAndSwap(nil, fmt.Sprintf("status %d after %s", status, time.Since(t0).Round(time.Millisecond)))
 				}
 			}
 			mu.Lock()
@@ -251,7 +269,8 @@ func drive(ctx context.Context, base string, gen *payloads, events, clients int,
 		})
 	}
 	wg.Wait()
-	return lat, errs.Load()
+	failure, _ := first.Load().(string)
+	return lat, errs.Load(), failure
 }
 
 // loadClient is one keep-alive HTTP/1.1 connection of the load generator.
