@@ -12,24 +12,29 @@ import (
 )
 
 // PruneBatch is how many rows one prune statement deletes: small enough
-// that no statement holds its locks for long.
-const PruneBatch = 1000
+// that no statement holds its locks, or fills the WAL the claims' commits
+// wait for, for long.
+const PruneBatch = 200
 
-// maxPrunePause bounds the pause between two prune batches.
-const maxPrunePause = time.Second
+// prunePauseFactor is the pause between two prune batches, in times the
+// last batch took; maxPrunePause bounds it.
+const (
+	prunePauseFactor = 2
+	maxPrunePause    = time.Second
+)
 
-// pacer spaces prune's batches: before the next, it waits as long as the
-// last one took (at most maxPrunePause), so prune keeps a connection and a
-// core busy at most half the time and the claims beside it keep their
-// latency. A day of a million-event ledger takes minutes; nothing waits
-// for it.
+// pacer spaces prune's batches: before the next, it waits twice as long as
+// the last one took (at most maxPrunePause), so prune keeps a connection
+// and a core busy at most a third of the time and the claims beside it
+// keep their latency. A day of a million-event ledger takes minutes;
+// nothing waits for it.
 type pacer struct{ last time.Time }
 
 func newPacer() *pacer { return &pacer{last: time.Now()} }
 
 // next waits out the pause after the batch that just ended.
 func (p *pacer) next(ctx context.Context) error {
-	pause := min(time.Since(p.last), maxPrunePause)
+	pause := min(prunePauseFactor*time.Since(p.last), maxPrunePause)
 	t := time.NewTimer(pause)
 	defer t.Stop()
 	select {
@@ -64,7 +69,7 @@ type Retention struct {
 // the kept keys past retention.Keys. It copies the keys first, waits for
 // every statement that began before (a claim that missed them must have
 // seen the rows), and then deletes, in batches of PruneBatch, each its own
-// statement and each followed by a pause as long as it took, the rows
+// statement and each followed by a pause twice as long as it took, the rows
 // whose keys are kept; rows a claim or apply holds are skipped and taken
 // next time. With dryRun it only counts the ledger
 // rows.
