@@ -488,17 +488,25 @@ type benchService struct {
 	db  *pgxpool.Pool
 }
 
-func startBenchService(databaseURL string, role config.Role, groupCommit bool, workers, clients int, env ...string) (*benchService, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
+// childSetup is what a service the bench starts as a child needs: the
+// bench's own executable and a free local address for it to listen on.
+func childSetup() (exe, addr string, err error) {
+	if exe, err = os.Executable(); err != nil {
+		return "", "", err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		return "", "", err
+	}
+	defer ln.Close()
+	return exe, ln.Addr().String(), nil
+}
+
+func startBenchService(databaseURL string, role config.Role, groupCommit bool, workers, clients int, env ...string) (*benchService, error) {
+	exe, addr, err := childSetup()
+	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	cmd := exec.Command(exe, "serve", "--role="+string(role))
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+databaseURL, "HTTP_ADDR="+addr,
 		"STRIPE_WEBHOOK_SECRET="+benchSecret, "GITHUB_WEBHOOK_SECRET="+benchSecret, "PADDLE_WEBHOOK_SECRET="+benchSecret,

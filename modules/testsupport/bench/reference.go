@@ -326,16 +326,10 @@ type referenceService struct {
 }
 
 func startReferenceService(databaseURL string, workers, clients int) (*referenceService, error) {
-	exe, err := os.Executable()
+	exe, addr, err := childSetup()
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	cmd := exec.Command(exe, "bench", "--serve-reference="+addr, "--workers="+strconv.Itoa(workers),
 		"--clients="+strconv.Itoa(clients))
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+databaseURL)
