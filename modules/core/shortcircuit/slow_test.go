@@ -124,9 +124,19 @@ func TestSlowRedisStillShortCircuits(t *testing.T) {
 		require.NoError(t, rdb.Set(ctx, g.Key("stripe", fmt.Sprintf("evt_slow_%d", i)), "1", time.Minute).Err())
 	}
 
+	// A lookup the machine stalls past the 2 ms floor times out; asked
+	// again, Redis without delay answers.
 	for i := range 4 * latencyWarm {
-		require.True(t, g.Seen(ctx, "stripe", "stripe", fmt.Sprintf("evt_slow_%d", i%events)), "Redis without delay answers")
+		key := fmt.Sprintf("evt_slow_%d", i%events)
+		answered := false
+		for range 20 {
+			if answered = g.Seen(ctx, "stripe", "stripe", key); answered {
+				break
+			}
+		}
+		require.True(t, answered, "Redis without delay answers")
 	}
+	warmTimeouts := testutil.ToFloat64(g.errs.WithLabelValues("lookup"))
 	learned := g.timeouts.timeout()
 	require.Less(t, learned, time.Second, "the timeout followed the fast lookups down")
 
@@ -154,7 +164,7 @@ func TestSlowRedisStillShortCircuits(t *testing.T) {
 	require.GreaterOrEqual(t, int(hits.Load()), clients*each*8/10, "most of the storm was answered from Redis (%d misses)", misses)
 	require.GreaterOrEqual(t, g.timeouts.timeout(), delay, "the timeout followed Redis's latency up")
 	require.Equal(t, 0.0, testutil.ToFloat64(g.open), "timeouts below the ceiling never opened the breaker")
-	require.Equal(t, float64(misses), testutil.ToFloat64(g.errs.WithLabelValues("lookup")), "each miss was a timeout, sent to the ledger")
+	require.Equal(t, float64(misses), testutil.ToFloat64(g.errs.WithLabelValues("lookup"))-warmTimeouts, "each miss was a timeout, sent to the ledger")
 }
 
 // TestSilentRedisCostsFewDeliveries: a Redis that accepts connections and
