@@ -247,8 +247,28 @@ type pruneLatency struct {
 	HalfP99 float64 `json:"half_rate_p99_ms"`
 }
 
-// pruneBaselineRounds is the rounds of ingest measured without prune.
+// pruneBaselineRounds is the rounds of ingest measured without prune
+// before it starts.
 const pruneBaselineRounds = 3
+
+// pruneSample gathers rounds of ingest.
+type pruneSample struct {
+	peak, half []time.Duration
+	events     int
+	took       time.Duration
+	rounds     int
+}
+
+func (s *pruneSample) add(peak, half []time.Duration, events int, took time.Duration) {
+	s.peak, s.half = append(s.peak, peak...), append(s.half, half...)
+	s.events += events
+	s.took += took
+}
+
+func (s *pruneSample) summary() pruneLatency {
+	peak, half := percentiles(s.peak), percentiles(s.half)
+	return pruneLatency{Rounds: s.rounds, Rate: float64(s.events) / s.took.Seconds(), PeakP99: peak.P99, HalfP50: half.P50, HalfP99: half.P99}
+}
 
 // deletedRE reads the rows prune deleted from its output.
 var deletedRE = regexp.MustCompile(`deleted (\d+) settled event`)
@@ -256,7 +276,8 @@ var deletedRE = regexp.MustCompile(`deleted (\d+) settled event`)
 // runPrune seeds o.PruneRows settled rows older than RETENTION and
 // measures ingest alone (serve --role=http, which runs no prune of its
 // own) in rounds, first with nothing else running, then while
-// `hookledger-dev prune --yes` runs as a process of its own.
+// `hookledger-dev prune --yes` runs as a process of its own, and then
+// alone again until both sides have run as many rounds.
 func runPrune(ctx context.Context, m *meter, url string, gen *payloads, o Options, logf func(string, ...any)) (*pruneReport, error) {
 	x := &pruneReport{Rows: o.PruneRows}
 	if err := clearJobs(ctx, url, "public.webhook_event", "public.webhook_key", "public.delivery_stat"); err != nil {
@@ -291,44 +312,35 @@ func runPrune(ctx context.Context, m *meter, url string, gen *payloads, o Option
 		used += n
 		return g
 	}
-	var peakLat, halfLat []time.Duration
-	var peakEvents int
-	var peakTime time.Duration
-	round := func() error {
+	// round drives one round of ingest into into: a peak of o.Events
+	// events, then o.Events/2 at the half rate (set by the first round).
+	round := func(into *pruneSample) error {
 		start := time.Now()
 		lat, errs, failure := driveFailure(ctx, svc.url, next("prune", o.Events), o.Events, o.Clients, 0)
-		peakTime += time.Since(start)
-		peakEvents += o.Events
-		peakLat = append(peakLat, lat...)
+		into.add(lat, nil, o.Events, time.Since(start))
 		if x.HalfRate == 0 {
 			x.HalfRate = float64(o.Events) / time.Since(start).Seconds() / 2
 		}
 		half, errs2, failure2 := driveFailure(ctx, svc.url, next("prune-half", o.Events/2), o.Events/2, o.Clients, x.HalfRate)
-		halfLat = append(halfLat, half...)
+		into.add(nil, half, 0, 0)
+		into.rounds++
 		if errs+errs2 > 0 {
 			return fmt.Errorf("%d request(s) failed, the first: %s", errs+errs2, cmp.Or(failure, failure2))
 		}
 		return nil
 	}
-	summary := func(rounds int) pruneLatency {
-		peak, half := percentiles(peakLat), percentiles(halfLat)
-		l := pruneLatency{Rounds: rounds, Rate: float64(peakEvents) / peakTime.Seconds(), PeakP99: peak.P99, HalfP50: half.P50, HalfP99: half.P99}
-		peakLat, halfLat, peakEvents, peakTime = nil, nil, 0, 0
-		return l
-	}
 	// A round the service warms up in (its pool, its caches), not counted.
-	if err := round(); err != nil {
+	if err := round(&pruneSample{}); err != nil {
 		return nil, err
 	}
-	summary(0)
 	x.HalfRate = 0
+	var without, with pruneSample
 	logf("bench: ingest without prune, %d rounds", pruneBaselineRounds)
 	for range pruneBaselineRounds {
-		if err := round(); err != nil {
+		if err := round(&without); err != nil {
 			return nil, err
 		}
 	}
-	x.Without = summary(pruneBaselineRounds)
 
 	exe, err := os.Executable()
 	if err != nil {
@@ -349,20 +361,17 @@ func runPrune(ctx context.Context, m *meter, url string, gen *payloads, o Option
 		x.took = time.Since(start)
 		done <- err
 	}()
-	rounds := 0
 	var pruneErr error
 	for finished := false; !finished; {
-		if err := round(); err != nil {
+		if err := round(&with); err != nil {
 			return nil, err
 		}
-		rounds++
 		select {
 		case pruneErr = <-done:
 			finished = true
 		default:
 		}
 	}
-	x.With = summary(rounds)
 	x.PruneSeconds = x.took.Seconds()
 	x.Output = out.String()
 	if pruneErr != nil {
@@ -371,6 +380,21 @@ func runPrune(ctx context.Context, m *meter, url string, gen *payloads, o Option
 	if mm := deletedRE.FindStringSubmatch(x.Output); mm != nil {
 		x.Deleted, _ = strconv.ParseInt(mm[1], 10, 64)
 	}
+	// The control samples as many rounds as prune ran beside, the rest
+	// after it once a VACUUM has cleared what it deleted: both sides see
+	// as long a stretch of the machine's noise.
+	if without.rounds < with.rounds {
+		if _, err := m.db.Exec(ctx, `VACUUM webhook_event`); err != nil {
+			return nil, err
+		}
+		logf("bench: ingest without prune, %d rounds more", with.rounds-without.rounds)
+		for without.rounds < with.rounds {
+			if err := round(&without); err != nil {
+				return nil, err
+			}
+		}
+	}
+	x.Without, x.With = without.summary(), with.summary()
 	x.PeakP99Ratio, x.HalfP99Ratio = x.With.PeakP99/x.Without.PeakP99, x.With.HalfP99/x.Without.HalfP99
 	return x, nil
 }
