@@ -229,12 +229,14 @@ func TestTieRefetchedFromStripe(t *testing.T) {
 	require.NoError(t, f.deliver(t, event("customer.subscription.created", "sub_tie", "active", 900)))
 	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_tie", "past_due", 900)))
 	require.Equal(t, "past_due", f.sub(t, "sub_tie").Status, "the tie rule first; Stripe's answer in a job of its own")
-	dbtest.Eventually(t, func() bool { return f.sub(t, "sub_tie").Status == "unpaid" },
-		"Stripe's current state, not either event's")
+	// The job counts the re-fetch after its write commits: wait for both.
+	refetched := f.metrics.VersionTies.WithLabelValues("subscription", "refetched")
+	dbtest.Eventually(t, func() bool {
+		return f.sub(t, "sub_tie").Status == "unpaid" && testutil.ToFloat64(refetched) == 1
+	}, "Stripe's current state, not either event's, and the re-fetch counted")
 	s := f.sub(t, "sub_tie")
 	require.Equal(t, "price_pro", s.Plan)
 	require.Equal(t, int64(900), s.Version, "at the tied version, so a later event still wins")
-	require.Equal(t, 1.0, testutil.ToFloat64(f.metrics.VersionTies.WithLabelValues("subscription", "refetched")))
 	require.NoError(t, f.deliver(t, event("customer.subscription.updated", "sub_tie", "active", 901)))
 	require.Equal(t, "active", f.sub(t, "sub_tie").Status)
 }
