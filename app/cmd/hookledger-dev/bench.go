@@ -53,8 +53,9 @@ ceiling; then ingest, end-to-end, latency at peak and half rate, CPU per
 With --ledger-rows N the run then seeds the ledger with N realistic rows
 (90 days of mixed providers' events, a fifth in the last day, nearly all
 settled, some failed) and measures ingest, end-to-end and the apply's CPU
-again on it, and times every operator page (console, admin API, /metrics)
-on the empty and on the seeded ledger.
+again on it and once more on the ledger emptied (the ratios take the mean
+of the empty ledger before and after), and times every operator page
+(console, admin API, /metrics) on the empty and on the seeded ledger.
 
 Without --mix the run also measures the reference design as a whole service
 (its receiver and as many workers as the service's), as a process of its

@@ -55,7 +55,9 @@ type scaleReport struct {
 	TableMB       float64  `json:"webhook_event_mb"`
 	Empty         scaleRun `json:"empty"`
 	Seeded        scaleRun `json:"seeded"`
-	// Ratios are seeded over empty.
+	// EmptyAfter is the empty ledger measured again after the seeded one.
+	EmptyAfter scaleRun `json:"empty_after"`
+	// Ratios are seeded over the mean of empty and empty after.
 	Ratios    scaleRatios `json:"ratios_seeded_to_empty"`
 	SlowPages []string    `json:"slow_pages_seeded"`
 }
@@ -80,10 +82,28 @@ func (r scaleRun) applyMS() float64 { return r.ApplyAloneCPU.Service + r.ApplyAl
 // service's and its backends', in milliseconds.
 func (r scaleRun) endToEndMS() float64 { return r.EndToEndCPU.Service + r.EndToEndCPU.Backends }
 
+// meanWith is the mean of r and a, rates and CPU per event alike, with
+// r's pages.
+func (r scaleRun) meanWith(a scaleRun) scaleRun {
+	mean := func(x, y float64) float64 { return (x + y) / 2 }
+	cpu := func(x, y cpuUse) cpuUse {
+		return cpuUse{Service: mean(x.Service, y.Service), Backends: mean(x.Backends, y.Backends), Server: mean(x.Server, y.Server),
+			Load: mean(x.Load, y.Load), Steal: mean(x.Steal, y.Steal), Other: mean(x.Other, y.Other)}
+	}
+	return scaleRun{
+		Ingest: mean(r.Ingest, a.Ingest), IngestCPU: cpu(r.IngestCPU, a.IngestCPU),
+		EndToEnd: mean(r.EndToEnd, a.EndToEnd), EndToEndCPU: cpu(r.EndToEndCPU, a.EndToEndCPU),
+		Peak:       latency{P50: mean(r.Peak.P50, a.Peak.P50), P95: mean(r.Peak.P95, a.Peak.P95), P99: mean(r.Peak.P99, a.Peak.P99)},
+		ApplyAlone: mean(r.ApplyAlone, a.ApplyAlone), ApplyAloneCPU: cpu(r.ApplyAloneCPU, a.ApplyAloneCPU),
+		Pages: r.Pages,
+	}
+}
+
 type scaleRatios struct {
-	Ingest   float64 `json:"ingest"`
-	EndToEnd float64 `json:"end_to_end"`
-	ApplyCPU float64 `json:"apply_cpu_per_event"`
+	Ingest      float64 `json:"ingest"`
+	EndToEnd    float64 `json:"end_to_end"`
+	EndToEndCPU float64 `json:"end_to_end_cpu_per_event"`
+	ApplyCPU    float64 `json:"apply_cpu_per_event"`
 }
 
 // pageTiming is one operator page fetched pageFetches times.
@@ -198,28 +218,56 @@ func runScale(ctx context.Context, m *meter, dbURL string, gen *payloads, o Opti
 	}
 	s.TableMB = float64(size) / (1 << 20)
 
+	if err := measureLedger(ctx, m, dbURL, gen, "seeded", o, &s.Seeded, logf); err != nil {
+		return err
+	}
+	// The empty ledger again: the machine's speed drifts over the minutes
+	// seeding takes, so the ratios take the mean of the empty ledger before
+	// and after the seeded one, as the baselines bracket the service.
+	if err := clearJobs(ctx, dbURL, scaleTables...); err != nil {
+		return err
+	}
+	if err := measureLedger(ctx, m, dbURL, gen, "emptied", o, &s.EmptyAfter, logf); err != nil {
+		return err
+	}
+	r, e := s.Seeded, s.Empty.meanWith(s.EmptyAfter)
+	s.Ratios = scaleRatios{Ingest: r.Ingest / e.Ingest, EndToEnd: r.EndToEnd / e.EndToEnd,
+		EndToEndCPU: r.endToEndMS() / e.endToEndMS(), ApplyCPU: r.applyMS() / e.applyMS()}
+	s.SlowPages = []string{}
+	for _, p := range r.Pages {
+		if p.Median > slowPageMS {
+			s.SlowPages = append(s.SlowPages, p.Name)
+		}
+	}
+	return nil
+}
+
+// measureLedger measures the service on the ledger as it is, as Run did on
+// the empty one: peak ingest, end to end, the operator pages (on a ledger
+// that is not empty), then ingest and apply alone. label names the run's
+// events, which no earlier run's share.
+func measureLedger(ctx context.Context, m *meter, dbURL string, gen *payloads, label string, o Options, r *scaleRun, logf func(string, ...any)) error {
 	after, err := lastEventID(ctx, m)
 	if err != nil {
 		return err
 	}
-	logf("bench: starting the service on the seeded ledger")
+	logf("bench: starting the service on the %s ledger", label)
 	svc, err := startBenchService(dbURL, config.RoleAll, o.GroupCommit, o.Workers, o.Clients, scaleEnv...)
 	if err != nil {
 		return err
 	}
 	defer svc.stop()
 	m.servicePID = svc.cmd.Process.Pid
-	logf("bench: peak ingest on the seeded ledger, %d events from %d clients", o.Events, o.Clients)
-	peak := gen.with("seeded")
+	logf("bench: peak ingest on the %s ledger, %d events from %d clients", label, o.Events, o.Clients)
+	peak := gen.with(label)
 	snap := m.snapshot(ctx)
-	start = time.Now()
+	start := time.Now()
 	lat, errs := drive(ctx, svc.url, peak, o.Events, o.Clients, 0)
-	r := &s.Seeded
 	r.Ingest = float64(o.Events) / time.Since(start).Seconds()
 	r.IngestCPU = m.since(ctx, snap, o.Events)
 	r.Peak = percentiles(lat)
 	if errs > 0 {
-		return fmt.Errorf("%d request(s) failed on the seeded ledger", errs)
+		return fmt.Errorf("%d request(s) failed on the %s ledger", errs, label)
 	}
 	last, err := svc.waitSettled(ctx, o.Events, after)
 	if err != nil {
@@ -227,9 +275,11 @@ func runScale(ctx context.Context, m *meter, dbURL string, gen *payloads, o Opti
 	}
 	r.EndToEnd = float64(o.Events) / last.Sub(start).Seconds()
 	r.EndToEndCPU = m.since(ctx, snap, o.Events)
-	logf("bench: operator pages on the seeded ledger")
-	if r.Pages, err = fetchPages(ctx, svc.url, peak.event(1)); err != nil {
-		return err
+	if after > 0 {
+		logf("bench: operator pages on the %s ledger", label)
+		if r.Pages, err = fetchPages(ctx, svc.url, peak.event(1)); err != nil {
+			return err
+		}
 	}
 	svc.stop()
 	m.servicePID = 0
@@ -242,18 +292,9 @@ func runScale(ctx context.Context, m *meter, dbURL string, gen *payloads, o Opti
 		return err
 	}
 	if halves.Errors > 0 {
-		return fmt.Errorf("%d request(s) failed on the seeded ledger", halves.Errors)
+		return fmt.Errorf("%d request(s) failed on the %s ledger", halves.Errors, label)
 	}
 	r.ApplyAlone, r.ApplyAloneCPU = halves.ApplyAlone, halves.ApplyAloneCPU
-
-	e := s.Empty
-	s.Ratios = scaleRatios{Ingest: r.Ingest / e.Ingest, EndToEnd: r.EndToEnd / e.EndToEnd, ApplyCPU: r.applyMS() / e.applyMS()}
-	s.SlowPages = []string{}
-	for _, p := range r.Pages {
-		if p.Median > slowPageMS {
-			s.SlowPages = append(s.SlowPages, p.Name)
-		}
-	}
 	return nil
 }
 
@@ -263,16 +304,17 @@ func printScale(w io.Writer, s *scaleReport) {
 	seeded := fmt.Sprintf("%d rows", s.LedgerRows)
 	p("ledger at scale: %d rows seeded in %.1f s (%.0f rows/s); VACUUM (ANALYZE) and CHECKPOINT %.1f s; webhook_event %.0f MB",
 		s.LedgerRows, s.SeedSeconds, s.SeedRowsPerSec, s.VacuumSeconds, s.TableMB)
-	p("%-40s %15s %15s %13s", "", "empty ledger", seeded, "seeded/empty")
-	e, r := s.Empty, s.Seeded
-	p("%-40s %15.0f %15.0f %12.2fx", "hookledger ingest, events/s", e.Ingest, r.Ingest, s.Ratios.Ingest)
-	p("%-40s %15.0f %15.0f %12.2fx", "hookledger end-to-end, events/s", e.EndToEnd, r.EndToEnd, s.Ratios.EndToEnd)
-	p("%-40s %15s %15s", "latency at peak p50 / p99, ms",
-		fmt.Sprintf("%.1f / %.1f", e.Peak.P50, e.Peak.P99), fmt.Sprintf("%.1f / %.1f", r.Peak.P50, r.Peak.P99))
-	p("%-40s %15.2f %15.2f %12.2fx", "end-to-end CPU per event, ms", e.endToEndMS(), r.endToEndMS(), r.endToEndMS()/e.endToEndMS())
-	p("%-40s %15.0f %15.0f %12.2fx", "apply alone, events/s", e.ApplyAlone, r.ApplyAlone, r.ApplyAlone/e.ApplyAlone)
-	p("%-40s %15.2f %15.2f %12.2fx", "apply CPU per event, ms", e.applyMS(), r.applyMS(), s.Ratios.ApplyCPU)
-	p("(CPU: the service and its PostgreSQL backends)")
+	p("%-40s %15s %15s %15s %13s", "", "empty ledger", seeded, "emptied again", "seeded/empty")
+	e, r, a := s.Empty, s.Seeded, s.EmptyAfter
+	p("%-40s %15.0f %15.0f %15.0f %12.2fx", "hookledger ingest, events/s", e.Ingest, r.Ingest, a.Ingest, s.Ratios.Ingest)
+	p("%-40s %15.0f %15.0f %15.0f %12.2fx", "hookledger end-to-end, events/s", e.EndToEnd, r.EndToEnd, a.EndToEnd, s.Ratios.EndToEnd)
+	p("%-40s %15s %15s %15s", "latency at peak p50 / p99, ms", fmt.Sprintf("%.1f / %.1f", e.Peak.P50, e.Peak.P99),
+		fmt.Sprintf("%.1f / %.1f", r.Peak.P50, r.Peak.P99), fmt.Sprintf("%.1f / %.1f", a.Peak.P50, a.Peak.P99))
+	p("%-40s %15.2f %15.2f %15.2f %12.2fx", "end-to-end CPU per event, ms", e.endToEndMS(), r.endToEndMS(), a.endToEndMS(), s.Ratios.EndToEndCPU)
+	p("%-40s %15.0f %15.0f %15.0f %12.2fx", "apply alone, events/s", e.ApplyAlone, r.ApplyAlone, a.ApplyAlone,
+		r.ApplyAlone/e.meanWith(a).ApplyAlone)
+	p("%-40s %15.2f %15.2f %15.2f %12.2fx", "apply CPU per event, ms", e.applyMS(), r.applyMS(), a.applyMS(), s.Ratios.ApplyCPU)
+	p("(CPU: the service and its PostgreSQL backends; ratios: seeded over the mean of the two empty runs)")
 	p("%-40s %15s %15s %13s", fmt.Sprintf("operator page, ms (median / max of %d)", pageFetches), "empty ledger", seeded, "seeded/empty")
 	for i, pg := range r.Pages {
 		var before pageTiming
