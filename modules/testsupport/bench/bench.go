@@ -539,10 +539,10 @@ func startBenchService(databaseURL string, role config.Role, groupCommit bool, w
 
 // waitSettled waits until n events of the rows after id after are
 // settled and none of them is pending, and returns when the last one
-// settled. While events are pending it only asks whether one is, which
-// reads one index entry: counting a backlog of thousands ten times a
-// second would be work of the bench's own in the database it measures,
-// whose backends the phase's CPU counts. Rows up to after (a seeded
+// settled. While events are pending it only asks whether one is:
+// counting a backlog of thousands ten times a second would be work of the
+// bench's own in the database it measures, whose backends the phase's CPU
+// counts. Rows up to after (a seeded
 // ledger's) are not the phase's, whatever their status, and are not read.
 func (s *benchService) waitSettled(ctx context.Context, n int, after int64) (time.Time, error) {
 	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {

@@ -82,22 +82,9 @@ func (r scaleRun) applyMS() float64 { return r.ApplyAloneCPU.Service + r.ApplyAl
 // service's and its backends', in milliseconds.
 func (r scaleRun) endToEndMS() float64 { return r.EndToEndCPU.Service + r.EndToEndCPU.Backends }
 
-// meanWith is the mean of r and a, rates and CPU per event alike, with
-// r's pages.
-func (r scaleRun) meanWith(a scaleRun) scaleRun {
-	mean := func(x, y float64) float64 { return (x + y) / 2 }
-	cpu := func(x, y cpuUse) cpuUse {
-		return cpuUse{Service: mean(x.Service, y.Service), Backends: mean(x.Backends, y.Backends), Server: mean(x.Server, y.Server),
-			Load: mean(x.Load, y.Load), Steal: mean(x.Steal, y.Steal), Other: mean(x.Other, y.Other)}
-	}
-	return scaleRun{
-		Ingest: mean(r.Ingest, a.Ingest), IngestCPU: cpu(r.IngestCPU, a.IngestCPU),
-		EndToEnd: mean(r.EndToEnd, a.EndToEnd), EndToEndCPU: cpu(r.EndToEndCPU, a.EndToEndCPU),
-		Peak:       latency{P50: mean(r.Peak.P50, a.Peak.P50), P95: mean(r.Peak.P95, a.Peak.P95), P99: mean(r.Peak.P99, a.Peak.P99)},
-		ApplyAlone: mean(r.ApplyAlone, a.ApplyAlone), ApplyAloneCPU: cpu(r.ApplyAloneCPU, a.ApplyAloneCPU),
-		Pages: r.Pages,
-	}
-}
+// overMean is x over the mean of before and after: a seeded figure over
+// the empty ledger's, measured on each side of it.
+func overMean(x, before, after float64) float64 { return x / ((before + after) / 2) }
 
 type scaleRatios struct {
 	Ingest      float64 `json:"ingest"`
@@ -230,9 +217,9 @@ func runScale(ctx context.Context, m *meter, dbURL string, gen *payloads, o Opti
 	if err := measureLedger(ctx, m, dbURL, gen, "emptied", o, &s.EmptyAfter, logf); err != nil {
 		return err
 	}
-	r, e := s.Seeded, s.Empty.meanWith(s.EmptyAfter)
-	s.Ratios = scaleRatios{Ingest: r.Ingest / e.Ingest, EndToEnd: r.EndToEnd / e.EndToEnd,
-		EndToEndCPU: r.endToEndMS() / e.endToEndMS(), ApplyCPU: r.applyMS() / e.applyMS()}
+	r, e, a := s.Seeded, s.Empty, s.EmptyAfter
+	s.Ratios = scaleRatios{Ingest: overMean(r.Ingest, e.Ingest, a.Ingest), EndToEnd: overMean(r.EndToEnd, e.EndToEnd, a.EndToEnd),
+		EndToEndCPU: overMean(r.endToEndMS(), e.endToEndMS(), a.endToEndMS()), ApplyCPU: overMean(r.applyMS(), e.applyMS(), a.applyMS())}
 	s.SlowPages = []string{}
 	for _, p := range r.Pages {
 		if p.Median > slowPageMS {
@@ -312,7 +299,7 @@ func printScale(w io.Writer, s *scaleReport) {
 		fmt.Sprintf("%.1f / %.1f", r.Peak.P50, r.Peak.P99), fmt.Sprintf("%.1f / %.1f", a.Peak.P50, a.Peak.P99))
 	p("%-40s %15.2f %15.2f %15.2f %12.2fx", "end-to-end CPU per event, ms", e.endToEndMS(), r.endToEndMS(), a.endToEndMS(), s.Ratios.EndToEndCPU)
 	p("%-40s %15.0f %15.0f %15.0f %12.2fx", "apply alone, events/s", e.ApplyAlone, r.ApplyAlone, a.ApplyAlone,
-		r.ApplyAlone/e.meanWith(a).ApplyAlone)
+		overMean(r.ApplyAlone, e.ApplyAlone, a.ApplyAlone))
 	p("%-40s %15.2f %15.2f %15.2f %12.2fx", "apply CPU per event, ms", e.applyMS(), r.applyMS(), a.applyMS(), s.Ratios.ApplyCPU)
 	p("(CPU: the service and its PostgreSQL backends; ratios: seeded over the mean of the two empty runs)")
 	p("%-40s %15s %15s %13s", fmt.Sprintf("operator page, ms (median / max of %d)", pageFetches), "empty ledger", seeded, "seeded/empty")
