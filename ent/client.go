@@ -15,6 +15,7 @@ import (
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"github.com/hookledger/hookledger/ent/deliverystat"
+	"github.com/hookledger/hookledger/ent/erasedsubject"
 	"github.com/hookledger/hookledger/ent/githubbranch"
 	"github.com/hookledger/hookledger/ent/ledgeridentity"
 	"github.com/hookledger/hookledger/ent/payment"
@@ -35,6 +36,8 @@ type Client struct {
 	Schema *migrate.Schema
 	// DeliveryStat is the client for interacting with the DeliveryStat builders.
 	DeliveryStat *DeliveryStatClient
+	// ErasedSubject is the client for interacting with the ErasedSubject builders.
+	ErasedSubject *ErasedSubjectClient
 	// GitHubBranch is the client for interacting with the GitHubBranch builders.
 	GitHubBranch *GitHubBranchClient
 	// LedgerIdentity is the client for interacting with the LedgerIdentity builders.
@@ -65,6 +68,7 @@ func NewClient(opts ...Option) *Client {
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
 	c.DeliveryStat = NewDeliveryStatClient(c.config)
+	c.ErasedSubject = NewErasedSubjectClient(c.config)
 	c.GitHubBranch = NewGitHubBranchClient(c.config)
 	c.LedgerIdentity = NewLedgerIdentityClient(c.config)
 	c.Payment = NewPaymentClient(c.config)
@@ -167,6 +171,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		ctx:             ctx,
 		config:          cfg,
 		DeliveryStat:    NewDeliveryStatClient(cfg),
+		ErasedSubject:   NewErasedSubjectClient(cfg),
 		GitHubBranch:    NewGitHubBranchClient(cfg),
 		LedgerIdentity:  NewLedgerIdentityClient(cfg),
 		Payment:         NewPaymentClient(cfg),
@@ -196,6 +201,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		ctx:             ctx,
 		config:          cfg,
 		DeliveryStat:    NewDeliveryStatClient(cfg),
+		ErasedSubject:   NewErasedSubjectClient(cfg),
 		GitHubBranch:    NewGitHubBranchClient(cfg),
 		LedgerIdentity:  NewLedgerIdentityClient(cfg),
 		Payment:         NewPaymentClient(cfg),
@@ -234,8 +240,9 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.DeliveryStat, c.GitHubBranch, c.LedgerIdentity, c.Payment, c.ReplayWatermark,
-		c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent, c.WebhookKey,
+		c.DeliveryStat, c.ErasedSubject, c.GitHubBranch, c.LedgerIdentity, c.Payment,
+		c.ReplayWatermark, c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent,
+		c.WebhookKey,
 	} {
 		n.Use(hooks...)
 	}
@@ -245,8 +252,9 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.DeliveryStat, c.GitHubBranch, c.LedgerIdentity, c.Payment, c.ReplayWatermark,
-		c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent, c.WebhookKey,
+		c.DeliveryStat, c.ErasedSubject, c.GitHubBranch, c.LedgerIdentity, c.Payment,
+		c.ReplayWatermark, c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent,
+		c.WebhookKey,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -257,6 +265,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
 	case *DeliveryStatMutation:
 		return c.DeliveryStat.mutate(ctx, m)
+	case *ErasedSubjectMutation:
+		return c.ErasedSubject.mutate(ctx, m)
 	case *GitHubBranchMutation:
 		return c.GitHubBranch.mutate(ctx, m)
 	case *LedgerIdentityMutation:
@@ -410,6 +420,139 @@ func (c *DeliveryStatClient) mutate(ctx context.Context, m *DeliveryStatMutation
 		return (&DeliveryStatDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown DeliveryStat mutation op: %q", m.Op())
+	}
+}
+
+// ErasedSubjectClient is a client for the ErasedSubject schema.
+type ErasedSubjectClient struct {
+	config
+}
+
+// NewErasedSubjectClient returns a client for the ErasedSubject from the given config.
+func NewErasedSubjectClient(c config) *ErasedSubjectClient {
+	return &ErasedSubjectClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `erasedsubject.Hooks(f(g(h())))`.
+func (c *ErasedSubjectClient) Use(hooks ...Hook) {
+	c.hooks.ErasedSubject = append(c.hooks.ErasedSubject, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `erasedsubject.Intercept(f(g(h())))`.
+func (c *ErasedSubjectClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ErasedSubject = append(c.inters.ErasedSubject, interceptors...)
+}
+
+// Create returns a builder for creating a ErasedSubject entity.
+func (c *ErasedSubjectClient) Create() *ErasedSubjectCreate {
+	mutation := newErasedSubjectMutation(c.config, OpCreate)
+	return &ErasedSubjectCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ErasedSubject entities.
+func (c *ErasedSubjectClient) CreateBulk(builders ...*ErasedSubjectCreate) *ErasedSubjectCreateBulk {
+	return &ErasedSubjectCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ErasedSubjectClient) MapCreateBulk(slice any, setFunc func(*ErasedSubjectCreate, int)) *ErasedSubjectCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ErasedSubjectCreateBulk{err: fmt.Errorf("calling to ErasedSubjectClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ErasedSubjectCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ErasedSubjectCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ErasedSubject.
+func (c *ErasedSubjectClient) Update() *ErasedSubjectUpdate {
+	mutation := newErasedSubjectMutation(c.config, OpUpdate)
+	return &ErasedSubjectUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ErasedSubjectClient) UpdateOne(_m *ErasedSubject) *ErasedSubjectUpdateOne {
+	mutation := newErasedSubjectMutation(c.config, OpUpdateOne, withErasedSubject(_m))
+	return &ErasedSubjectUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ErasedSubjectClient) UpdateOneID(id int64) *ErasedSubjectUpdateOne {
+	mutation := newErasedSubjectMutation(c.config, OpUpdateOne, withErasedSubjectID(id))
+	return &ErasedSubjectUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ErasedSubject.
+func (c *ErasedSubjectClient) Delete() *ErasedSubjectDelete {
+	mutation := newErasedSubjectMutation(c.config, OpDelete)
+	return &ErasedSubjectDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ErasedSubjectClient) DeleteOne(_m *ErasedSubject) *ErasedSubjectDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ErasedSubjectClient) DeleteOneID(id int64) *ErasedSubjectDeleteOne {
+	builder := c.Delete().Where(erasedsubject.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ErasedSubjectDeleteOne{builder}
+}
+
+// Query returns a query builder for ErasedSubject.
+func (c *ErasedSubjectClient) Query() *ErasedSubjectQuery {
+	return &ErasedSubjectQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeErasedSubject},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ErasedSubject entity by its id.
+func (c *ErasedSubjectClient) Get(ctx context.Context, id int64) (*ErasedSubject, error) {
+	return c.Query().Where(erasedsubject.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ErasedSubjectClient) GetX(ctx context.Context, id int64) *ErasedSubject {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *ErasedSubjectClient) Hooks() []Hook {
+	return c.hooks.ErasedSubject
+}
+
+// Interceptors returns the client interceptors.
+func (c *ErasedSubjectClient) Interceptors() []Interceptor {
+	return c.inters.ErasedSubject
+}
+
+func (c *ErasedSubjectClient) mutate(ctx context.Context, m *ErasedSubjectMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ErasedSubjectCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ErasedSubjectUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ErasedSubjectUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ErasedSubjectDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ErasedSubject mutation op: %q", m.Op())
 	}
 }
 
@@ -1613,12 +1756,13 @@ func (c *WebhookKeyClient) mutate(ctx context.Context, m *WebhookKeyMutation) (V
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		DeliveryStat, GitHubBranch, LedgerIdentity, Payment, ReplayWatermark,
-		Subscription, UsageDelta, UsageTotal, WebhookEvent, WebhookKey []ent.Hook
+		DeliveryStat, ErasedSubject, GitHubBranch, LedgerIdentity, Payment,
+		ReplayWatermark, Subscription, UsageDelta, UsageTotal, WebhookEvent,
+		WebhookKey []ent.Hook
 	}
 	inters struct {
-		DeliveryStat, GitHubBranch, LedgerIdentity, Payment, ReplayWatermark,
-		Subscription, UsageDelta, UsageTotal, WebhookEvent,
+		DeliveryStat, ErasedSubject, GitHubBranch, LedgerIdentity, Payment,
+		ReplayWatermark, Subscription, UsageDelta, UsageTotal, WebhookEvent,
 		WebhookKey []ent.Interceptor
 	}
 )

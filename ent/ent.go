@@ -13,6 +13,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/hookledger/hookledger/ent/deliverystat"
+	"github.com/hookledger/hookledger/ent/erasedsubject"
 	"github.com/hookledger/hookledger/ent/githubbranch"
 	"github.com/hookledger/hookledger/ent/ledgeridentity"
 	"github.com/hookledger/hookledger/ent/payment"
@@ -83,6 +84,7 @@ func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
 			deliverystat.Table:    deliverystat.ValidColumn,
+			erasedsubject.Table:   erasedsubject.ValidColumn,
 			githubbranch.Table:    githubbranch.ValidColumn,
 			ledgeridentity.Table:  ledgeridentity.ValidColumn,
 			payment.Table:         payment.ValidColumn,

@@ -12,6 +12,7 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"github.com/hookledger/hookledger/ent/deliverystat"
+	"github.com/hookledger/hookledger/ent/erasedsubject"
 	"github.com/hookledger/hookledger/ent/githubbranch"
 	"github.com/hookledger/hookledger/ent/ledgeridentity"
 	"github.com/hookledger/hookledger/ent/payment"
@@ -35,6 +36,7 @@ const (
 
 	// Node types.
 	TypeDeliveryStat    = "DeliveryStat"
+	TypeErasedSubject   = "ErasedSubject"
 	TypeGitHubBranch    = "GitHubBranch"
 	TypeLedgerIdentity  = "LedgerIdentity"
 	TypePayment         = "Payment"
@@ -574,6 +576,446 @@ func (m *DeliveryStatMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *DeliveryStatMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown DeliveryStat edge %s", name)
+}
+
+// ErasedSubjectMutation represents an operation that mutates the ErasedSubject nodes in the graph.
+type ErasedSubjectMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	namespace     *string
+	digest        *[]byte
+	erased_at     *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*ErasedSubject, error)
+	predicates    []predicate.ErasedSubject
+}
+
+var _ ent.Mutation = (*ErasedSubjectMutation)(nil)
+
+// erasedsubjectOption allows management of the mutation configuration using functional options.
+type erasedsubjectOption func(*ErasedSubjectMutation)
+
+// newErasedSubjectMutation creates new mutation for the ErasedSubject entity.
+func newErasedSubjectMutation(c config, op Op, opts ...erasedsubjectOption) *ErasedSubjectMutation {
+	m := &ErasedSubjectMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeErasedSubject,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withErasedSubjectID sets the ID field of the mutation.
+func withErasedSubjectID(id int64) erasedsubjectOption {
+	return func(m *ErasedSubjectMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ErasedSubject
+		)
+		m.oldValue = func(ctx context.Context) (*ErasedSubject, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ErasedSubject.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withErasedSubject sets the old ErasedSubject of the mutation.
+func withErasedSubject(node *ErasedSubject) erasedsubjectOption {
+	return func(m *ErasedSubjectMutation) {
+		m.oldValue = func(context.Context) (*ErasedSubject, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ErasedSubjectMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ErasedSubjectMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of ErasedSubject entities.
+func (m *ErasedSubjectMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ErasedSubjectMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ErasedSubjectMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ErasedSubject.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetNamespace sets the "namespace" field.
+func (m *ErasedSubjectMutation) SetNamespace(s string) {
+	m.namespace = &s
+}
+
+// Namespace returns the value of the "namespace" field in the mutation.
+func (m *ErasedSubjectMutation) Namespace() (r string, exists bool) {
+	v := m.namespace
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNamespace returns the old "namespace" field's value of the ErasedSubject entity.
+// If the ErasedSubject object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ErasedSubjectMutation) OldNamespace(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNamespace is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNamespace requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNamespace: %w", err)
+	}
+	return oldValue.Namespace, nil
+}
+
+// ResetNamespace resets all changes to the "namespace" field.
+func (m *ErasedSubjectMutation) ResetNamespace() {
+	m.namespace = nil
+}
+
+// SetDigest sets the "digest" field.
+func (m *ErasedSubjectMutation) SetDigest(b []byte) {
+	m.digest = &b
+}
+
+// Digest returns the value of the "digest" field in the mutation.
+func (m *ErasedSubjectMutation) Digest() (r []byte, exists bool) {
+	v := m.digest
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDigest returns the old "digest" field's value of the ErasedSubject entity.
+// If the ErasedSubject object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ErasedSubjectMutation) OldDigest(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDigest is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDigest requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDigest: %w", err)
+	}
+	return oldValue.Digest, nil
+}
+
+// ResetDigest resets all changes to the "digest" field.
+func (m *ErasedSubjectMutation) ResetDigest() {
+	m.digest = nil
+}
+
+// SetErasedAt sets the "erased_at" field.
+func (m *ErasedSubjectMutation) SetErasedAt(t time.Time) {
+	m.erased_at = &t
+}
+
+// ErasedAt returns the value of the "erased_at" field in the mutation.
+func (m *ErasedSubjectMutation) ErasedAt() (r time.Time, exists bool) {
+	v := m.erased_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldErasedAt returns the old "erased_at" field's value of the ErasedSubject entity.
+// If the ErasedSubject object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ErasedSubjectMutation) OldErasedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldErasedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldErasedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldErasedAt: %w", err)
+	}
+	return oldValue.ErasedAt, nil
+}
+
+// ResetErasedAt resets all changes to the "erased_at" field.
+func (m *ErasedSubjectMutation) ResetErasedAt() {
+	m.erased_at = nil
+}
+
+// Where appends a list predicates to the ErasedSubjectMutation builder.
+func (m *ErasedSubjectMutation) Where(ps ...predicate.ErasedSubject) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ErasedSubjectMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ErasedSubjectMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ErasedSubject, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ErasedSubjectMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ErasedSubjectMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ErasedSubject).
+func (m *ErasedSubjectMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ErasedSubjectMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.namespace != nil {
+		fields = append(fields, erasedsubject.FieldNamespace)
+	}
+	if m.digest != nil {
+		fields = append(fields, erasedsubject.FieldDigest)
+	}
+	if m.erased_at != nil {
+		fields = append(fields, erasedsubject.FieldErasedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ErasedSubjectMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case erasedsubject.FieldNamespace:
+		return m.Namespace()
+	case erasedsubject.FieldDigest:
+		return m.Digest()
+	case erasedsubject.FieldErasedAt:
+		return m.ErasedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ErasedSubjectMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case erasedsubject.FieldNamespace:
+		return m.OldNamespace(ctx)
+	case erasedsubject.FieldDigest:
+		return m.OldDigest(ctx)
+	case erasedsubject.FieldErasedAt:
+		return m.OldErasedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown ErasedSubject field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ErasedSubjectMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case erasedsubject.FieldNamespace:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNamespace(v)
+		return nil
+	case erasedsubject.FieldDigest:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDigest(v)
+		return nil
+	case erasedsubject.FieldErasedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetErasedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ErasedSubject field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ErasedSubjectMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ErasedSubjectMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ErasedSubjectMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown ErasedSubject numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ErasedSubjectMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ErasedSubjectMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ErasedSubjectMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ErasedSubject nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ErasedSubjectMutation) ResetField(name string) error {
+	switch name {
+	case erasedsubject.FieldNamespace:
+		m.ResetNamespace()
+		return nil
+	case erasedsubject.FieldDigest:
+		m.ResetDigest()
+		return nil
+	case erasedsubject.FieldErasedAt:
+		m.ResetErasedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown ErasedSubject field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ErasedSubjectMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ErasedSubjectMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ErasedSubjectMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ErasedSubjectMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ErasedSubjectMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ErasedSubjectMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ErasedSubjectMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown ErasedSubject unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ErasedSubjectMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown ErasedSubject edge %s", name)
 }
 
 // GitHubBranchMutation represents an operation that mutates the GitHubBranch nodes in the graph.

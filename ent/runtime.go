@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/ent/deliverystat"
+	"github.com/hookledger/hookledger/ent/erasedsubject"
 	"github.com/hookledger/hookledger/ent/githubbranch"
 	"github.com/hookledger/hookledger/ent/ledgeridentity"
 	"github.com/hookledger/hookledger/ent/payment"
@@ -35,6 +36,12 @@ func init() {
 	deliverystatDescCount := deliverystatFields[4].Descriptor()
 	// deliverystat.DefaultCount holds the default value on creation for the count field.
 	deliverystat.DefaultCount = deliverystatDescCount.Default.(int64)
+	erasedsubjectFields := schema.ErasedSubject{}.Fields()
+	_ = erasedsubjectFields
+	// erasedsubjectDescErasedAt is the schema descriptor for erased_at field.
+	erasedsubjectDescErasedAt := erasedsubjectFields[3].Descriptor()
+	// erasedsubject.DefaultErasedAt holds the default value on creation for the erased_at field.
+	erasedsubject.DefaultErasedAt = erasedsubjectDescErasedAt.Default.(func() time.Time)
 	githubbranchFields := schema.GitHubBranch{}.Fields()
 	_ = githubbranchFields
 	// githubbranchDescRepository is the schema descriptor for repository field.

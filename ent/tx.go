@@ -16,6 +16,8 @@ type Tx struct {
 	config
 	// DeliveryStat is the client for interacting with the DeliveryStat builders.
 	DeliveryStat *DeliveryStatClient
+	// ErasedSubject is the client for interacting with the ErasedSubject builders.
+	ErasedSubject *ErasedSubjectClient
 	// GitHubBranch is the client for interacting with the GitHubBranch builders.
 	GitHubBranch *GitHubBranchClient
 	// LedgerIdentity is the client for interacting with the LedgerIdentity builders.
@@ -166,6 +168,7 @@ func (tx *Tx) Client() *Client {
 
 func (tx *Tx) init() {
 	tx.DeliveryStat = NewDeliveryStatClient(tx.config)
+	tx.ErasedSubject = NewErasedSubjectClient(tx.config)
 	tx.GitHubBranch = NewGitHubBranchClient(tx.config)
 	tx.LedgerIdentity = NewLedgerIdentityClient(tx.config)
 	tx.Payment = NewPaymentClient(tx.config)

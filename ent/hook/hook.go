@@ -21,6 +21,18 @@ func (f DeliveryStatFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DeliveryStatMutation", m)
 }
 
+// The ErasedSubjectFunc type is an adapter to allow the use of ordinary
+// function as ErasedSubject mutator.
+type ErasedSubjectFunc func(context.Context, *ent.ErasedSubjectMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ErasedSubjectFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ErasedSubjectMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ErasedSubjectMutation", m)
+}
+
 // The GitHubBranchFunc type is an adapter to allow the use of ordinary
 // function as GitHubBranch mutator.
 type GitHubBranchFunc func(context.Context, *ent.GitHubBranchMutation) (ent.Value, error)

@@ -30,6 +30,26 @@ var (
 			},
 		},
 	}
+	// ErasedSubjectColumns holds the columns for the "erased_subject" table.
+	ErasedSubjectColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "namespace", Type: field.TypeString},
+		{Name: "digest", Type: field.TypeBytes},
+		{Name: "erased_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+	}
+	// ErasedSubjectTable holds the schema information for the "erased_subject" table.
+	ErasedSubjectTable = &schema.Table{
+		Name:       "erased_subject",
+		Columns:    ErasedSubjectColumns,
+		PrimaryKey: []*schema.Column{ErasedSubjectColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "erasedsubject_namespace_digest",
+				Unique:  true,
+				Columns: []*schema.Column{ErasedSubjectColumns[1], ErasedSubjectColumns[2]},
+			},
+		},
+	}
 	// GithubBranchColumns holds the columns for the "github_branch" table.
 	GithubBranchColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
@@ -280,6 +300,7 @@ var (
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		DeliveryStatTable,
+		ErasedSubjectTable,
 		GithubBranchTable,
 		LedgerIdentityTable,
 		PaymentTable,
@@ -295,6 +316,9 @@ var (
 func init() {
 	DeliveryStatTable.Annotation = &entsql.Annotation{
 		Table: "delivery_stat",
+	}
+	ErasedSubjectTable.Annotation = &entsql.Annotation{
+		Table: "erased_subject",
 	}
 	GithubBranchTable.Annotation = &entsql.Annotation{
 		Table: "github_branch",

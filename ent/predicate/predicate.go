@@ -9,6 +9,9 @@ import (
 // DeliveryStat is the predicate function for deliverystat builders.
 type DeliveryStat func(*sql.Selector)
 
+// ErasedSubject is the predicate function for erasedsubject builders.
+type ErasedSubject func(*sql.Selector)
+
 // GitHubBranch is the predicate function for githubbranch builders.
 type GitHubBranch func(*sql.Selector)
 

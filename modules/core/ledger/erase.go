@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/hookledger/hookledger/ent/webhookevent"
 )
 
 // ErasedPayload is what an erased row's payload becomes: it keeps its
@@ -50,6 +48,9 @@ type EraseMatch struct {
 	Type       string    `json:"event_type"`
 	Status     string    `json:"status"`
 	ReceivedAt time.Time `json:"received_at"`
+
+	id     int64
+	erased bool
 }
 
 // EraseReport says what Erase found or did.
@@ -57,8 +58,9 @@ type EraseReport struct {
 	// Rows are the rows whose payload was (or, dry, would be) erased.
 	Rows []EraseMatch `json:"rows"`
 	// Pending are rows that hold the subject but are not settled or
-	// discarded: erasing them would apply a redaction marker. Settle or
-	// discard them, then erase again.
+	// discarded (ErrNotSettled), as they are after the erase: erasing them
+	// would apply a redaction marker. Settle or discard them, then erase
+	// again.
 	Pending []EraseMatch `json:"pending"`
 }
 
@@ -77,17 +79,26 @@ const holdsSubjectSQL = `CASE
 	WHEN strpos(e.payload, '\') > 0 THEN strpos((e.payload::jsonb)::text, to_json($1::text)::text) > 0
 	ELSE false END`
 
-// Erase replaces, in every ledger row of namespace (all when empty) whose
-// payload holds subject (holdsSubjectSQL; a sealed payload is opened and
+// Erase records subject as erased in namespace (erased_subject, its
+// digest), then replaces, in every ledger row of namespace (all when
+// empty) whose payload holds subject (holdsSubjectSQL; a sealed payload is opened and
 // read the same way, by Holds), the payload by ErasedPayload and the
-// headers by none, clears a last error or failure log that quotes it, and
-// records erased_at; with dryRun it only lists them. Rows still to be
+// headers by none, redacts a last error, failure history entry, discard
+// reason or River job error of its apply jobs that quotes it, and records
+// erased_at; with dryRun it only lists them. Rows still to be
 // applied are listed as Pending and left alone. It works in batches of
 // rows, each its own statement, so it can run on a live ledger.
 func (s *Store) Erase(ctx context.Context, subject, namespace string, dryRun bool) (EraseReport, error) {
 	var r EraseReport
 	if subject == "" {
 		return r, errors.New("erase: an empty subject matches every payload")
+	}
+	if !dryRun {
+		// Recorded first: from here on, drift, the re-fetch, replay and
+		// the modules' writes do not write it back.
+		if err := s.recordErased(ctx, subject, namespace); err != nil {
+			return r, err
+		}
 	}
 	for after := int64(0); ; {
 		// One batch of ids: the statement erases those of its rows that
@@ -139,6 +150,15 @@ func (s *Store) Erase(ctx context.Context, subject, namespace string, dryRun boo
 // erased, unless dryRun, and returns the rows of hit, and the last id of
 // the CTE batch when the statement has one (0 when it ran out). The
 // statement's $1 is subject, $2 dryRun, and args from $3.
+//
+// The UPDATE carries the lifecycle's guard of erase on the row itself,
+// which PostgreSQL checks again on the row's newest version once it holds
+// the row's lock: a row a requeue moved back to claimed after the
+// statement's snapshot is left with its payload for its apply. A row is
+// reported erased only when the UPDATE's RETURNING names it; the others
+// are reported as they are after the statement (reread). In the same
+// statement the errors River kept of the erased events' apply jobs lose
+// every entry that quotes the subject.
 func (s *Store) eraseBatch(ctx context.Context, subject string, dryRun bool, with string, args ...any) ([]EraseMatch, int64, error) {
 	last := `0::bigint`
 	if strings.Contains(with, "batch AS") {
@@ -148,44 +168,112 @@ func (s *Store) eraseBatch(ctx context.Context, subject string, dryRun bool, wit
 		done AS (
 			UPDATE webhook_event e SET payload = '`+ErasedPayload+`', headers = NULL, erased_at = now(),
 				last_error = CASE WHEN strpos(e.last_error, $1) > 0 THEN '`+Erased+`' ELSE e.last_error END,
-				failure_log = CASE WHEN strpos(e.failure_log::text, $1) > 0 THEN NULL ELSE e.failure_log END
-			FROM hit WHERE e.id = hit.id AND NOT $2 AND e.erased_at IS NULL AND e.status IN (`+settledSQL+`, `+discardedSQL+`)
-			RETURNING e.id)
-		SELECT e.namespace, e.event_id, e.event_type, e.status, e.received_at, 0::bigint
+				discard_reason = CASE WHEN strpos(e.discard_reason, $1) > 0 THEN '`+Erased+`' ELSE e.discard_reason END,
+				failure_log = CASE WHEN jsonb_typeof(e.failure_log) = 'array' THEN (
+					SELECT coalesce(jsonb_agg(CASE WHEN strpos(f->>'error', $1) > 0 THEN f || jsonb_build_object('error', '`+Erased+`') ELSE f END ORDER BY n), '[]')
+					FROM jsonb_array_elements(e.failure_log) WITH ORDINALITY AS l(f, n)) ELSE e.failure_log END
+			FROM hit WHERE e.id = hit.id AND NOT $2 AND `+guardSQL(ActorErase, "e")+`
+			RETURNING e.id, e.namespace, e.event_id),
+		jobs AS (
+			UPDATE river_job j SET errors = (
+				SELECT array_agg(CASE WHEN strpos(x->>'error', $1) > 0 OR strpos(x->>'trace', $1) > 0
+					THEN x || jsonb_build_object('error', '`+Erased+`', 'trace', '') ELSE x END ORDER BY n)
+				FROM unnest(j.errors) WITH ORDINALITY AS u(x, n))
+			WHERE j.id IN (
+				SELECT a.id FROM river_job a JOIN done d ON a.kind = '`+ApplyArgs{}.Kind()+`'
+					AND a.args->>'namespace' = d.namespace AND a.args->>'event_id' = d.event_id
+				UNION
+				SELECT b.id FROM river_job b JOIN done d ON b.kind = '`+ApplyBatchArgs{}.Kind()+`'
+					AND b.args->'events' @> jsonb_build_array(jsonb_build_object('namespace', d.namespace, 'event_id', d.event_id)))
+			AND EXISTS (SELECT FROM unnest(j.errors) x WHERE strpos(x->>'error', $1) > 0 OR strpos(x->>'trace', $1) > 0)
+			RETURNING j.id)
+		SELECT e.id, e.namespace, e.event_id, e.event_type, e.status, e.received_at, e.id IN (SELECT id FROM done), 0::bigint
 		FROM webhook_event e JOIN hit USING (id)
-		UNION ALL SELECT '', '', '', '', now(), coalesce(`+last+`, 0)`, append([]any{subject, dryRun}, args...)...)
+		UNION ALL SELECT 0, '', '', '', '', now(), false, coalesce(`+last+`, 0)`, append([]any{subject, dryRun}, args...)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("erase: %w", err)
 	}
 	defer rows.Close()
 	var (
-		hits []EraseMatch
-		next int64
+		hits  []EraseMatch
+		moved []int64
+		next  int64
 	)
 	for rows.Next() {
 		var (
-			m  EraseMatch
-			id int64
+			m      EraseMatch
+			id, nx int64
+			erased bool
 		)
-		if err := rows.Scan(&m.Namespace, &m.EventID, &m.Type, &m.Status, &m.ReceivedAt, &id); err != nil {
+		if err := rows.Scan(&id, &m.Namespace, &m.EventID, &m.Type, &m.Status, &m.ReceivedAt, &erased, &nx); err != nil {
 			return nil, 0, fmt.Errorf("erase: %w", err)
 		}
 		if m.EventID == "" {
-			next = id
+			next = nx
 			continue
 		}
+		// The statement's snapshot says what the row was; erased is what
+		// the UPDATE changed. A row it did not change, though the snapshot
+		// allowed it, was moved by another path meanwhile.
+		from := stateOf(m.Status, false)
+		switch {
+		case dryRun:
+			m.erased = mayAct(ActorErase, from)
+		case erased:
+			m.erased = true
+		case mayAct(ActorErase, from):
+			moved = append(moved, id)
+		}
+		m.id = id
 		hits = append(hits, m)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("erase: %w", err)
 	}
+	if len(moved) > 0 {
+		if err := s.reread(ctx, hits, moved); err != nil {
+			return nil, 0, err
+		}
+	}
 	return hits, next, nil
+}
+
+// reread sets the status of the hits whose ids are moved to what the row
+// says now.
+func (s *Store) reread(ctx context.Context, hits []EraseMatch, moved []int64) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, status, erased_at IS NOT NULL FROM webhook_event WHERE id = ANY($1)`, moved)
+	if err != nil {
+		return fmt.Errorf("erase: reread the rows another path moved: %w", err)
+	}
+	defer rows.Close()
+	now := map[int64]State{}
+	for rows.Next() {
+		var (
+			id     int64
+			status string
+			erased bool
+		)
+		if err := rows.Scan(&id, &status, &erased); err != nil {
+			return fmt.Errorf("erase: %w", err)
+		}
+		now[id] = stateOf(status, erased)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("erase: %w", err)
+	}
+	for i := range hits {
+		if st, ok := now[hits[i].id]; ok {
+			// Another erase may have erased it meanwhile: it is erased.
+			hits[i].Status, hits[i].erased = string(st), st == StateErased
+		}
+	}
+	return nil
 }
 
 // add sorts the rows that hold the subject into erased and pending.
 func (r *EraseReport) add(hits []EraseMatch) {
 	for _, m := range hits {
-		if m.Status == string(webhookevent.StatusSettled) || m.Status == string(webhookevent.StatusDiscarded) {
+		if m.erased {
 			r.Rows = append(r.Rows, m)
 		} else {
 			r.Pending = append(r.Pending, m)

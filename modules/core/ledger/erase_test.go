@@ -3,11 +3,13 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
@@ -123,4 +125,93 @@ func TestEraseModulesRunsEveryHookInOneTransaction(t *testing.T) {
 	none, err := h.Claimer.EraseModules(ctx, ledger.NewRegistry(), "cus_A", "", false)
 	require.NoError(t, err)
 	require.Empty(t, none)
+}
+
+// TestEraseLeavesARowARequeueMovedMeanwhile: a requeue of a settled row
+// holding the subject commits while erase waits for the row's lock. The
+// erase's guard is checked again on the row's newest version, so the row
+// stays claimed with its payload for its apply, and erase reports it as
+// still to be applied (what its statement changed), not as erased.
+func TestEraseLeavesARowARequeueMovedMeanwhile(t *testing.T) {
+	t.Parallel()
+	h := ledgertest.New(t, 0, nil)
+	ctx := context.Background()
+	h.Claim(t, "stripe", "evt_moved", "x", []byte(`{"customer":"cus_moved"}`))
+	h.Claim(t, "stripe", "evt_still", "x", []byte(`{"customer":"cus_moved"}`))
+	_, err := h.DB.SQL.Exec(`UPDATE webhook_event SET status = 'settled'`)
+	require.NoError(t, err)
+
+	// The requeue holds the row's lock and has set it back to claimed.
+	requeue, err := h.DB.SQL.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer requeue.Rollback() //nolint:errcheck
+	_, err = requeue.Exec(`UPDATE webhook_event SET status = 'claimed' WHERE event_id = 'evt_moved'`)
+	require.NoError(t, err)
+
+	type result struct {
+		r   ledger.EraseReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := h.Claimer.Erase(ctx, "cus_moved", "", false)
+		done <- result{r, err}
+	}()
+	dbtest.Eventually(t, func() bool {
+		return h.DB.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%UPDATE webhook_event e SET payload%'`) == 1
+	}, "erase waits for the requeue's row lock")
+	require.NoError(t, requeue.Commit())
+	got := <-done
+	require.NoError(t, got.err)
+
+	require.Equal(t, []string{"evt_still"}, eraseIDs(got.r.Rows), "only the row the statement changed is erased")
+	require.Equal(t, []string{"evt_moved"}, eraseIDs(got.r.Pending))
+	require.Equal(t, "claimed", got.r.Pending[0].Status, "reported as the row is now")
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_moved'
+		AND status = 'claimed' AND erased_at IS NULL AND payload = '{"customer":"cus_moved"}'`))
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_still' AND erased_at IS NOT NULL`))
+}
+
+// TestEraseLeavesTheSubjectNowhere: an event whose handler's error quoted
+// the subject failed for good and was discarded with a reason naming it;
+// after erase no column of its ledger row (payload, headers, last error,
+// failure history, discard reason) and no River job row (args, errors)
+// holds the subject, and the subject is recorded by its digest alone.
+func TestEraseLeavesTheSubjectNowhere(t *testing.T) {
+	t.Parallel()
+	h := ledgertest.New(t, 1, func(h *ledgertest.Harness) {
+		h.Registry.Handle("stripe", "poison.*", func(_ context.Context, _ *ledger.Tx, ev *ledger.Event) error {
+			return ledger.Permanent(fmt.Errorf("no plan for customer %s", "cus_Everywhere"))
+		})
+	})
+	ctx := context.Background()
+	h.Claim(t, "stripe", "evt_poison", "poison.created", []byte(`{"customer":"cus_Everywhere"}`))
+	dbtest.Eventually(t, func() bool {
+		return h.Row(t, "stripe", "evt_poison").Status == "failed" &&
+			h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
+	})
+	_, err := h.Claimer.Discard(ctx, "stripe", "evt_poison", "customer cus_Everywhere left")
+	require.NoError(t, err)
+	holding := func() int {
+		return h.DB.Count(t, `SELECT count(*) FROM webhook_event e WHERE strpos(e::text, 'cus_Everywhere') > 0`) +
+			h.DB.Count(t, `SELECT count(*) FROM river_job j WHERE strpos(j::text, 'cus_Everywhere') > 0`)
+	}
+	require.Equal(t, 2, holding(), "the row and its job hold it")
+
+	done, err := h.Claimer.Erase(ctx, "cus_Everywhere", "", false)
+	require.NoError(t, err)
+	require.Equal(t, []string{"evt_poison"}, eraseIDs(done.Rows))
+	require.Zero(t, holding())
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE failure_log->0->>'error' = $1
+		AND last_error = $1 AND discard_reason = $1`, ledger.Erased), "the history keeps its entry, redacted")
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE errors[1]->>'error' = $1`, ledger.Erased))
+
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM erased_subject WHERE namespace = '' AND digest = $1`, ledger.SubjectDigest("cus_Everywhere")))
+	found, err := h.Claimer.ErasedIn(ctx, "stripe", []byte(`{"data":{"customer":"cus_Everywhere","other":"cus_Kept"}}`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"cus_Everywhere"}, found)
+	found, err = ledger.ErasedIn(ctx, h.DB.SQL, "github", []byte(`["cus_Kept"]`))
+	require.NoError(t, err)
+	require.Empty(t, found)
 }
