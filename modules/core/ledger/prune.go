@@ -70,9 +70,11 @@ type Retention struct {
 // every statement that began before (a claim that missed them must have
 // seen the rows), and then deletes, in batches of PruneBatch, each its own
 // statement and each followed by a pause twice as long as it took, the rows
-// whose keys are kept; rows a claim or apply holds are skipped and taken
-// next time. With dryRun it only counts the ledger
-// rows.
+// whose keys are kept and that the lifecycle lets prune take (settled or
+// erased); rows a claim or apply holds are skipped and taken next time.
+// When the database has sessions whose snapshots its role cannot see, it
+// deletes nothing and returns ErrHiddenSessions. With dryRun it only
+// counts the ledger rows.
 func (s *Store) Prune(ctx context.Context, retention Retention, dryRun bool) (PruneReport, error) {
 	return prune(ctx, s.db, retention, dryRun)
 }
@@ -91,6 +93,12 @@ func prune(ctx context.Context, db *sql.DB, retention Retention, dryRun bool) (P
 		r.Oldest = oldest.Time
 		return r, nil
 	}
+	// Checked before the keys are kept, so that a prune that cannot wait
+	// writes nothing, and again once the wait is over: a session that
+	// connected in between may hold a snapshot older than the keys.
+	if err := sessionsVisible(ctx, db); err != nil {
+		return r, err
+	}
 	var err error
 	if r.KeptKeys, err = keepKeys(ctx, db, r.Cutoff); err != nil {
 		return r, err
@@ -98,12 +106,17 @@ func prune(ctx context.Context, db *sql.DB, retention Retention, dryRun bool) (P
 	if err := waitOlderSnapshots(ctx, db); err != nil {
 		return r, err
 	}
+	if err := sessionsVisible(ctx, db); err != nil {
+		return r, err
+	}
 	pace := newPacer()
 	for {
+		// The guard is checked on each row under the lock FOR UPDATE
+		// takes: a row another path moved meanwhile stays.
 		res, err := db.ExecContext(ctx, `
 			DELETE FROM webhook_event WHERE id IN (
 				SELECT id FROM webhook_event e
-				WHERE status = `+settledSQL+` AND received_at < $1 AND `+keptKeySQL("e")+`
+				WHERE `+guardSQL(ActorPrune, "e")+` AND received_at < $1 AND `+keptKeySQL("e")+`
 				ORDER BY received_at
 				LIMIT $2
 				FOR UPDATE SKIP LOCKED)`, r.Cutoff, PruneBatch)
@@ -124,6 +137,53 @@ func prune(ctx context.Context, db *sql.DB, retention Retention, dryRun bool) (P
 	}
 	r.ExpiredKeys, err = expireKeys(ctx, db, retention.Keys)
 	return r, err
+}
+
+// ErrHiddenSessions is Prune's refusal when the database has sessions of a
+// role whose snapshots prune's own role cannot see in pg_stat_activity: it
+// cannot wait for them, and a claim on a snapshot older than the kept keys
+// would claim a pruned event again. Nothing is deleted; the error names
+// the privilege that lifts it.
+var ErrHiddenSessions = errors.New("prune cannot see every session on the database")
+
+// hiddenSessionsSQL counts the sessions on this database whose snapshots
+// pg_stat_activity hides from the current role, and names their roles.
+//
+// PostgreSQL shows a session's details to a role that has the privileges
+// of the session's role or of pg_read_all_stats (a superuser has both).
+// To any other role the session's row is there, with its pid, database
+// and user, but its backend_type, state, query and times are NULL, so
+// waitOlderSnapshots, which waits for client backends, passes it by
+// whatever snapshot it holds. Which columns are hidden differs between
+// versions (15 still shows backend_xmin), and a NULL is also what an idle
+// session shows, so a hidden row is not told by its NULLs: the statement
+// applies PostgreSQL's own rule, pg_has_role(..., 'USAGE') being the
+// privileges of that role. Rows without a user are background processes
+// (autovacuum), which claim nothing.
+const hiddenSessionsSQL = `
+	SELECT count(*), coalesce(string_agg(DISTINCT usename::text, ', '), ''), current_user::text
+	FROM pg_stat_activity
+	WHERE datname = current_database() AND pid <> pg_backend_pid() AND usesysid IS NOT NULL
+		AND NOT pg_has_role('pg_read_all_stats', 'USAGE') AND NOT pg_has_role(usesysid, 'USAGE')`
+
+// sessionsVisible returns ErrHiddenSessions when the database has a
+// session whose snapshot prune cannot see: the wait for older snapshots
+// would pass it by. A database where every session is prune's own role
+// needs no privilege.
+func sessionsVisible(ctx context.Context, db *sql.DB) error {
+	var (
+		n         int
+		roles, me string
+	)
+	if err := db.QueryRowContext(ctx, hiddenSessionsSQL).Scan(&n, &roles, &me); err != nil {
+		return fmt.Errorf("prune: read pg_stat_activity: %w", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %d session(s) of role(s) %s are hidden from role %s in pg_stat_activity, so prune cannot wait "+
+		"for their snapshots; nothing was deleted: GRANT pg_read_all_stats TO %s, or run every session on this database as %s",
+		ErrHiddenSessions, n, roles, me, me, me)
 }
 
 // pruneStats deletes the delivery counts of minutes before cutoff, with
@@ -157,6 +217,12 @@ func (w *PruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
 		return river.JobCancel(errors.New("RETENTION is off: nothing is pruned"))
 	}
 	r, err := prune(ctx, w.DB, w.Retention, false)
+	if errors.Is(err, ErrHiddenSessions) {
+		// No retry sees more: the job is cancelled with the reason, and
+		// the next hour's run tries again.
+		w.Logger.Error("prune refused: it cannot see every session on the database", zap.Error(err))
+		return river.JobCancel(err)
+	}
 	if err != nil {
 		return err
 	}
