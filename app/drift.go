@@ -54,7 +54,7 @@ func (a *App) registerDrift() {
 	api := provider.StripeAPI{Base: a.cfg.StripeAPIBase, Key: a.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 30 * time.Second}}
 	drift.RegisterSchedule(a.registry, drift.ScheduleConfig{
 		Provider: "stripe", Namespace: intakeSource(a.cfg, "stripe", "stripe").Namespace, Modules: stripeDrift(a.db, api),
-		Interval: a.cfg.DriftInterval, Metrics: a.metrics, Logger: a.log.Named("drift"),
+		Interval: a.cfg.DriftInterval, Metrics: a.metrics, Logger: a.log.Named("drift"), Ledger: a.db,
 	})
 }
 
@@ -90,21 +90,31 @@ func driftStripeCommand(t terminal) *cobra.Command {
 		Long: `Page Stripe's subscriptions and payment intents, fetch by id the object of
 every stored row the pages did not return, and compare each with its row:
 status, plan and customer of a subscription; amount, amount refunded,
-currency, customer and status of a payment. A row as new as Stripe's answer
-(an event applied since Stripe was asked) is not compared. A subscription
-one side lacks while the other has ended it, and a payment intent that did
-not succeed, are no drift.
+currency, customer and status of a payment. Times are Stripe's: an answer
+is dated by its Date header. A row as new as Stripe's answer (an event
+applied since Stripe answered) is not compared; a row dated after it by
+more than the check took is drift of its own kind, ahead (an event dated
+in the future wrote it, and genuine events until then are stale); it is
+marked replayed when a replayed event wrote it. A subscription one side
+lacks while the other has ended it, and a payment intent that did not
+succeed, are no drift. A row erase redacted, or an object that holds an
+erased subject, is listed apart as erased: not drift, never repaired.
 
 --since D checks only objects Stripe created and rows written since D (RFC
 3339, Unix seconds, or a duration ago). --json prints one JSON document:
-{"namespace","checked":{kind:{...}},"drifted":[{"kind","id","drift",
-"fields","row_version","row_at","object_at"}],"repairs":[...]}.
+{"namespace","checked":{kind:{...,"drifted","erased"}},"drifted":[{"kind",
+"id","drift","fields","row_version","row_at","object_at","row_event_id",
+"replayed"}],"erased":[...],"repairs":[...]}; drift is one of
+missing_here, missing_at_provider, differs, ahead.
 
 --fix repairs through each module's own handlers: Stripe's object is
 claimed as a replayed event drift_<object id>_<unix time>, created when
-Stripe was asked, and applied by the workers under the module's version
+Stripe answered, and applied by the workers under the module's version
 guard, so a row an event has moved past Stripe's answer stays as it is;
 the command waits up to a minute for the workers and reads each row again.
+A repair whose event id was claimed before is reported as duplicate, and
+one that holds a subject erased since the check is not claimed. A row
+ahead cannot be repaired.
 A subscription Stripe does not have is ended (customer.subscription.deleted);
 a payment is repaired only where its merge can take it (amounts grow).
 --fix asks on a terminal, and needs --yes without one; --dry-run shows what
@@ -155,7 +165,7 @@ func runDrift(ctx context.Context, t terminal, stdout, stderr io.Writer, f drift
 	src := driftSource(env.cfg, f.namespace)
 	api := provider.StripeAPI{Base: env.cfg.StripeAPIBase, Key: env.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 30 * time.Second}}
 	progress, done := driftProgress(stderr)
-	report, err := drift.Check(ctx, drift.Options{Namespace: src.Namespace, Since: since, Modules: stripeDrift(env.db, api), Progress: progress})
+	report, err := drift.Check(ctx, drift.Options{Namespace: src.Namespace, Since: since, Modules: stripeDrift(env.db, api), Progress: progress, Ledger: env.db})
 	done()
 	if err != nil {
 		return err
@@ -254,11 +264,11 @@ func confirmFix(t terminal, n int, yes bool) error {
 
 // driftNames are the categories as the table shows them.
 var driftNames = map[drift.Category]string{
-	drift.MissingHere: "missing here", drift.MissingAtProvider: "missing at stripe", drift.Differs: "differs",
+	drift.MissingHere: "missing here", drift.MissingAtProvider: "missing at stripe", drift.Differs: "differs", drift.Ahead: "ahead",
 }
 
 // printDrift writes the report as a summary and a table of the drifted
-// objects.
+// objects, then the objects of erased subjects, apart.
 func printDrift(w io.Writer, r *drift.Report) {
 	var kinds []string
 	total := 0
@@ -267,6 +277,7 @@ func printDrift(w io.Writer, r *drift.Report) {
 		total += c.Drifted
 	}
 	slices.Sort(kinds)
+	defer printErased(w, r.Erased)
 	if total == 0 {
 		fmt.Fprintf(w, "no drift in namespace %s (%s)\n", r.Namespace, strings.Join(kinds, "; "))
 		return
@@ -279,9 +290,29 @@ func printDrift(w io.Writer, r *drift.Report) {
 		if f.RowAt != nil {
 			version = fmt.Sprintf("%d (%s)", f.RowVersion, f.RowAt.Format(time.RFC3339))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", f.Kind, f.ID, driftNames[f.Drift], version, f.ObjectAt.UTC().Format(time.RFC3339), drift.Describe(f.Fields))
+		name := driftNames[f.Drift]
+		if f.Replayed {
+			name += " (replayed)"
+		}
+		what := drift.Describe(f.Fields)
+		if f.Drift == drift.Ahead {
+			what = "dated after Stripe's answer"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", f.Kind, f.ID, name, version, f.ObjectAt.UTC().Format(time.RFC3339), what)
 	}
 	_ = tw.Flush()
+}
+
+// printErased lists the objects of erased subjects: not drift, never
+// repaired.
+func printErased(w io.Writer, erased []drift.Finding) {
+	if len(erased) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%d object(s) of erased subjects, not drift and not repaired:\n", len(erased))
+	for _, f := range erased {
+		fmt.Fprintf(w, "  %s/%s (%s)\n", f.Kind, f.ID, driftNames[f.Drift])
+	}
 }
 
 // printRepairs writes one line per repair.

@@ -41,8 +41,9 @@ type Object struct {
 	State State
 	// Raw is the object's JSON as the API answered it: a repair's object.
 	Raw json.RawMessage
-	// At is when the provider was asked, to the second: the object is at
-	// least as new as every event created before it.
+	// At is when the provider answered, to the second, by the provider's
+	// clock (StripeGet reads the answer's Date): the object is at least as
+	// new as every event the provider created before it.
 	At time.Time
 }
 
@@ -54,6 +55,9 @@ type Row struct {
 	// moment as a time.
 	Version int64
 	At      time.Time
+	// EventID is the ledger event that last wrote the row, when the
+	// module keeps it: the report marks a row a replayed event wrote.
+	EventID string
 }
 
 // Selection names stored rows of a namespace: those with the given ids,

@@ -37,6 +37,8 @@ type thing struct {
 	fetched []string
 	// pageSize is how many objects a list page holds.
 	pageSize int
+	// customers is the provider's customer of an object, when it has one.
+	customers map[string]string
 }
 
 func newThing(at time.Time) *thing {
@@ -59,7 +61,11 @@ func (m *thing) row(id string) (drift.Row, bool) {
 func (m *thing) Kind() string { return "thing" }
 
 func (m *thing) object(id string) drift.Object {
-	raw, _ := json.Marshal(map[string]string{"id": id, "status": m.objects[id]})
+	o := map[string]string{"id": id, "status": m.objects[id]}
+	if c, ok := m.customers[id]; ok {
+		o["customer"] = c
+	}
+	raw, _ := json.Marshal(o)
 	return drift.Object{ID: id, State: drift.State{"status": m.objects[id]}, Raw: raw, At: m.at}
 }
 
@@ -188,28 +194,30 @@ func ids(r *drift.Report) map[string]drift.Category {
 }
 
 // TestCheckFindsEachKindOfDrift: a row in sync, one that differs, one the
-// provider lacks, an object hookledger lacks; a row newer than the
-// provider's answer is not compared; only the rows the list did not
+// provider lacks, an object hookledger lacks; a row of the second after
+// the provider's answer (an event applied since) is not compared, and a
+// row dated an hour after it is ahead; only the rows the list did not
 // return are fetched by id.
 func TestCheckFindsEachKindOfDrift(t *testing.T) {
 	t.Parallel()
 	at := time.Unix(1_800_000_000, 0)
 	m := newThing(at)
-	m.objects = map[string]string{"a": "active", "b": "canceled", "c": "active", "e": "active"}
+	m.objects = map[string]string{"a": "active", "b": "canceled", "c": "active", "e": "active", "f": "active"}
 	m.store("a", "active", at.Unix()-100)
 	m.store("b", "active", at.Unix()-100)
 	m.store("d", "active", at.Unix()-100)
-	m.store("e", "past_due", at.Unix()+5) // an event of after the answer
+	m.store("e", "past_due", at.Unix()+1) // an event of after the answer
+	m.store("f", "active", at.Unix()+3600)
 
 	var last drift.Counts
 	r, err := drift.Check(context.Background(), drift.Options{Namespace: "stripe", Modules: []drift.Module{m},
 		Progress: func(kind string, c drift.Counts) { last = c }, NowFunc: func() time.Time { return at }})
 	require.NoError(t, err)
-	require.Equal(t, map[string]drift.Category{"b": drift.Differs, "c": drift.MissingHere, "d": drift.MissingAtProvider}, ids(r))
+	require.Equal(t, map[string]drift.Category{"b": drift.Differs, "c": drift.MissingHere, "d": drift.MissingAtProvider, "f": drift.Ahead}, ids(r))
 	require.Equal(t, []string{"d"}, m.fetched, "only the row the list did not return is fetched")
-	require.Equal(t, drift.Counts{Objects: 4, Rows: 4, Matched: 3, Gone: 1, Drifted: 3}, *r.Checked["thing"])
+	require.Equal(t, drift.Counts{Objects: 5, Rows: 5, Matched: 4, Gone: 1, Drifted: 4}, *r.Checked["thing"])
 	require.Equal(t, *r.Checked["thing"], last, "progress saw the final counts")
-	require.Equal(t, map[string]int{"thing": 3}, r.Drifted())
+	require.Equal(t, map[string]int{"thing": 4}, r.Drifted())
 
 	b := r.Findings[0]
 	require.Equal(t, "b", b.ID)
@@ -221,11 +229,12 @@ func TestCheckFindsEachKindOfDrift(t *testing.T) {
 	// --since: objects created before it are not listed, so their rows are
 	// fetched by id, and compared all the same.
 	m.created["a"], m.created["b"] = at.Add(-48*time.Hour), at.Add(-48*time.Hour)
-	m.created["c"], m.created["e"] = at, at
+	m.created["c"], m.created["e"], m.created["f"] = at, at, at
 	m.fetched = nil
-	r, err = drift.Check(context.Background(), drift.Options{Namespace: "stripe", Modules: []drift.Module{m}, Since: at.Add(-24 * time.Hour)})
+	r, err = drift.Check(context.Background(), drift.Options{Namespace: "stripe", Modules: []drift.Module{m}, Since: at.Add(-24 * time.Hour),
+		NowFunc: func() time.Time { return at }})
 	require.NoError(t, err)
-	require.Equal(t, map[string]drift.Category{"b": drift.Differs, "c": drift.MissingHere, "d": drift.MissingAtProvider}, ids(r))
+	require.Equal(t, map[string]drift.Category{"b": drift.Differs, "c": drift.MissingHere, "d": drift.MissingAtProvider, "f": drift.Ahead}, ids(r))
 	require.ElementsMatch(t, []string{"a", "b", "d"}, m.fetched)
 }
 
@@ -326,7 +335,15 @@ func TestFixClaimsReplayedEventsTheWorkersApply(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, again, 4)
 	require.Equal(t, 4, h.DB.Count(t, `SELECT count(*) FROM webhook_event`), "the same repairs are duplicates")
+	for _, o := range again {
+		require.Equal(t, drift.Duplicate, o.Result, o.ID)
+	}
 
+	// A new check asks the provider again, after the change whose event
+	// moved n.
+	m.mu.Lock()
+	m.at, m.objects["n"] = time.Unix(time.Now().Unix(), 0), "past_due"
+	m.mu.Unlock()
 	r, err = drift.Check(context.Background(), drift.Options{Namespace: "acct", Modules: []drift.Module{ended}})
 	require.NoError(t, err)
 	require.Empty(t, r.Findings)
@@ -365,4 +382,95 @@ func TestScheduledCheckExportsTheCounts(t *testing.T) {
 		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'drift_check' AND state = 'completed'`) == 1
 	})
 	require.Equal(t, 1.0, testutil.ToFloat64(h.Metrics.DriftObjects.WithLabelValues("thing")))
+}
+
+// TestFixReportsARepairWhoseClaimWasADuplicate: someone claimed the
+// repair's predictable event id first, with another object; the repair
+// is reported as a duplicate claim, not as applied or unchanged, and the
+// drift remains.
+func TestFixReportsARepairWhoseClaimWasADuplicate(t *testing.T) {
+	t.Parallel()
+	at := time.Unix(time.Now().Unix()-60, 0)
+	m := newThing(at)
+	h := ledgertest.New(t, 1, func(h *ledgertest.Harness) { h.Registry.Handle("stripe", "thing.*", m.apply) })
+	m.objects["a"] = "canceled"
+	m.store("a", "active", at.Unix()-100)
+	r, err := drift.Check(context.Background(), drift.Options{Namespace: "stripe", Modules: []drift.Module{m}, NowFunc: func() time.Time { return at }})
+	require.NoError(t, err)
+	plan := r.Plan(drift.StripeEvent)
+	require.Len(t, plan, 1)
+
+	first, err := drift.StripeEvent(plan[0].EventID, "thing.updated", at, json.RawMessage(`{"id":"a","status":"hijacked"}`))
+	require.NoError(t, err)
+	require.NoError(t, h.Deliver(t, "stripe", plan[0].EventID, "thing.updated", first))
+	h.WaitSettled(t, "stripe", plan[0].EventID)
+
+	src := &intake.Source{Name: "stripe", Namespace: "stripe", Provider: provider.Stripe}
+	out, err := drift.Fix(context.Background(), plan, drift.FixOptions{Source: src, Ledger: h.Claimer, Wait: dbtest.Patience})
+	require.NoError(t, err)
+	require.Equal(t, drift.Result("duplicate"), out[0].Result, out[0].Reason)
+	require.Contains(t, out[0].Reason, plan[0].EventID)
+	require.True(t, out[0].Remains())
+}
+
+// TestCheckReportsErasedSubjectsApart: after an erase, a row the module
+// redacted and an object of the erased customer hookledger lacks are
+// reported apart, without their fields, and planned no repair; a repair
+// planned before the erase is not claimed; a finding whose row a replayed
+// event wrote is marked.
+func TestCheckReportsErasedSubjectsApart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	at := time.Unix(time.Now().Unix(), 0)
+	m := newThing(at)
+	m.customers = map[string]string{"r": "cus_gone", "o": "cus_gone", "k": "cus_kept", "late": "cus_late"}
+	h := ledgertest.New(t, 0, nil)
+	m.objects = map[string]string{"r": "canceled", "o": "active", "k": "active", "late": "active", "p": "canceled"}
+	m.rows["r"] = drift.Row{ID: "r", State: drift.State{"status": "active", "customer": ledger.Erased}, Version: at.Unix() - 100, At: at.Add(-100 * time.Second)}
+	m.rows["p"] = drift.Row{ID: "p", State: drift.State{"status": "active"}, Version: at.Unix() - 100, At: at.Add(-100 * time.Second), EventID: "evt_replayed"}
+	_, err := h.Claimer.Claim(ctx, ledger.Claim{Namespace: "stripe", EventID: "evt_replayed", Provider: "stripe", Source: "stripe",
+		Type: "thing.updated", Payload: []byte(`{}`), Replayed: true})
+	require.NoError(t, err)
+
+	before, err := drift.Check(ctx, drift.Options{Namespace: "stripe", Modules: []drift.Module{m}, Ledger: h.DB.SQL})
+	require.NoError(t, err)
+	planned := before.Plan(drift.StripeEvent)
+
+	_, err = h.Claimer.Erase(ctx, "cus_gone", "stripe", false)
+	require.NoError(t, err)
+	_, err = h.Claimer.Erase(ctx, "cus_late", "", false)
+	require.NoError(t, err)
+	r, err := drift.Check(ctx, drift.Options{Namespace: "stripe", Modules: []drift.Module{m}, Ledger: h.DB.SQL})
+	require.NoError(t, err)
+	require.Equal(t, map[string]drift.Category{"k": drift.MissingHere, "p": drift.Differs}, ids(r))
+	require.True(t, r.Findings[1].Replayed, "p's row was written by a replayed event")
+	require.False(t, r.Findings[0].Replayed)
+	require.Len(t, r.Erased, 3)
+	for i, want := range []struct {
+		id string
+		c  drift.Category
+	}{{"late", drift.MissingHere}, {"o", drift.MissingHere}, {"r", drift.Differs}} {
+		require.Equal(t, want.id, r.Erased[i].ID)
+		require.Equal(t, want.c, r.Erased[i].Drift)
+		require.Nil(t, r.Erased[i].Fields, "the fields would show the subject")
+	}
+	require.Equal(t, drift.Counts{Objects: 5, Rows: 2, Matched: 2, Drifted: 2, Erased: 3}, *r.Checked["thing"])
+	for _, o := range r.Plan(drift.StripeEvent) {
+		require.Contains(t, []string{"k", "p"}, o.ID)
+	}
+	other, err := drift.Check(ctx, drift.Options{Namespace: "other", Modules: []drift.Module{m}, Ledger: h.DB.SQL})
+	require.NoError(t, err)
+	require.Equal(t, map[string]drift.Category{"k": drift.MissingHere, "o": drift.MissingHere, "p": drift.Differs}, ids(other),
+		"cus_gone was erased in stripe only, cus_late everywhere; r's row is redacted")
+
+	src := &intake.Source{Name: "stripe", Namespace: "stripe", Provider: provider.Stripe}
+	out, err := drift.Fix(ctx, planned, drift.FixOptions{Source: src, Ledger: h.Claimer})
+	require.NoError(t, err)
+	results := map[string]drift.Result{}
+	for _, o := range out {
+		results[o.ID] = o.Result
+	}
+	require.Equal(t, map[string]drift.Result{"o": drift.ErasedSubject, "late": drift.ErasedSubject,
+		"k": drift.Pending, "p": drift.Pending}, results)
+	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM webhook_event e WHERE strpos(e::text, 'cus_gone') > 0 OR strpos(e::text, 'cus_late') > 0`))
 }

@@ -36,6 +36,13 @@ const (
 	Pending Result = "pending"
 	// Failed: the apply failed (Reason is its error); River retries it.
 	Failed Result = "failed"
+	// Duplicate: the repair's event id was claimed before (an earlier
+	// repair of the same answer, or another claim of that id): the ledger
+	// kept that event, and this repair was not applied.
+	Duplicate Result = "duplicate"
+	// ErasedSubject: the repair holds a subject erased since the check;
+	// it is not claimed, since it would write the subject back.
+	ErasedSubject Result = "erased"
 )
 
 // Outcome is one finding's repair.
@@ -51,8 +58,11 @@ type Outcome struct {
 	body    []byte
 }
 
-// Remains reports whether the drift is still there after the outcome.
-func (o Outcome) Remains() bool { return o.Result != Repaired && o.Result != Superseded }
+// Remains reports whether the drift is still there after the outcome. An
+// object of an erased subject is not drift.
+func (o Outcome) Remains() bool {
+	return o.Result != Repaired && o.Result != Superseded && o.Result != ErasedSubject
+}
 
 // EnvelopeFunc wraps a repair's object in a provider event: its id, type
 // and created.
@@ -79,6 +89,13 @@ func (r *Report) Plan(envelope EnvelopeFunc) []Outcome {
 		c := r.Checked[f.Kind]
 		rep, err := f.module.Repair(f.row, f.obj)
 		switch {
+		case f.Drift == Ahead:
+			o.Result = CannotRepair
+			o.Reason = fmt.Sprintf("the row is dated %s, ahead of the provider's answer of %s: its events until then are refused as stale, and no event moves it back",
+				f.RowAt.Format(time.RFC3339), f.ObjectAt.Format(time.RFC3339))
+			if f.Replayed {
+				o.Reason += fmt.Sprintf(" (replayed event %s wrote it)", f.RowEventID)
+			}
 		case f.Drift == MissingAtProvider && c.Matched == 0 && c.Gone > 1:
 			o.Result = CannotRepair
 			o.Reason = fmt.Sprintf("the provider has none of the %d stored %s rows checked: is the API key this namespace's account's (live or test)?", c.Gone, f.Kind)
@@ -101,6 +118,7 @@ func (r *Report) Plan(envelope EnvelopeFunc) []Outcome {
 type Ledger interface {
 	Claim(ctx context.Context, in ledger.Claim) (ledger.ClaimResult, error)
 	Find(ctx context.Context, namespace, eventID string) (*ent.WebhookEvent, error)
+	ErasedIn(ctx context.Context, namespace string, payload []byte) ([]string, error)
 }
 
 // FixOptions says where repairs are claimed.
@@ -118,9 +136,12 @@ type FixOptions struct {
 
 // Fix claims the planned repairs, each as a replayed event of the source,
 // and waits for the workers to apply them; then it reads each repaired row
-// again and says whether it agrees with the provider now. It returns the
-// outcomes of every planned repair, and an error only when the ledger or
-// the database failed.
+// again and says whether it agrees with the provider now. A repair that
+// holds a subject erased since the check is not claimed (ErasedSubject);
+// one whose event id was claimed before is a Duplicate, and its row is
+// not read as if it had been applied. It returns the outcomes of every
+// planned repair, and an error only when the ledger or the database
+// failed.
 func Fix(ctx context.Context, plan []Outcome, o FixOptions) ([]Outcome, error) {
 	if o.NowFunc == nil {
 		o.NowFunc = time.Now
@@ -136,8 +157,22 @@ func Fix(ctx context.Context, plan []Outcome, o FixOptions) ([]Outcome, error) {
 			out[i].Result, out[i].Reason = CannotRepair, err.Error()
 			continue
 		}
-		if _, err := o.Ledger.Claim(ctx, claim); err != nil {
+		erased, err := o.Ledger.ErasedIn(ctx, o.Source.Namespace, out[i].body)
+		if err != nil {
 			return out, fmt.Errorf("claim %s: %w", out[i].EventID, err)
+		}
+		if len(erased) > 0 {
+			out[i].Result, out[i].Reason = ErasedSubject, "the provider's object holds an erased subject; it is not written back"
+			continue
+		}
+		res, err := o.Ledger.Claim(ctx, claim)
+		if err != nil {
+			return out, fmt.Errorf("claim %s: %w", out[i].EventID, err)
+		}
+		if res != ledger.Claimed {
+			out[i].Result = Duplicate
+			out[i].Reason = fmt.Sprintf("%s was claimed before (an earlier repair of the same answer, or another claim of that id); this repair was not applied: check again", out[i].EventID)
+			continue
 		}
 		out[i].Result = Pending
 		claimed = append(claimed, i)

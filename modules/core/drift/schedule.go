@@ -22,6 +22,8 @@ type ScheduleConfig struct {
 	Interval time.Duration
 	Metrics  *metrics.Set
 	Logger   *zap.Logger
+	// Ledger records the erased subjects (Options.Ledger).
+	Ledger ledger.Queryer
 }
 
 // RegisterSchedule checks the namespace every interval, on the elected
@@ -60,11 +62,11 @@ const summaryIDs = 20
 // to retry and River UI to show; the gauges keep the last complete
 // check's counts.
 func (w *checkWorker) Work(ctx context.Context, _ *river.Job[CheckArgs]) error {
-	r, err := Check(ctx, Options{Namespace: w.cfg.Namespace, Modules: w.cfg.Modules})
+	r, err := Check(ctx, Options{Namespace: w.cfg.Namespace, Modules: w.cfg.Modules, Ledger: w.cfg.Ledger})
 	if err != nil {
 		return err
 	}
-	fields := []zap.Field{zap.String("namespace", w.cfg.Namespace)}
+	fields := []zap.Field{zap.String("namespace", w.cfg.Namespace), zap.Int("erased_apart", len(r.Erased))}
 	for kind, n := range r.Drifted() {
 		w.cfg.Metrics.DriftObjects.WithLabelValues(kind).Set(float64(n))
 		fields = append(fields, zap.Int(kind, n))

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hookledger/hookledger/modules/core/provider"
@@ -22,8 +23,8 @@ var retryBase = 500 * time.Millisecond
 
 // StripeList pages a Stripe list endpoint (path, such as /v1/subscriptions,
 // with query q), 100 objects a page, newest first, from created since when
-// it is not zero, and hands each page to fn with the second it was asked
-// for.
+// it is not zero, and hands each page to fn with the second Stripe
+// answered it, by Stripe's clock (StripeGet).
 func StripeList(ctx context.Context, api provider.StripeAPI, path string, q url.Values, since time.Time, fn func(at time.Time, data []json.RawMessage) error) error {
 	q = cloneValues(q)
 	q.Set("limit", "100")
@@ -56,19 +57,24 @@ func StripeList(ctx context.Context, api provider.StripeAPI, path string, q url.
 }
 
 // StripeGet reads path (with its query) into v, retrying the network, 429
-// and 5xx, and returns the second Stripe was asked. A 404 wraps ErrGone;
-// another answer no retry changes (401, 403, 400) is returned as is.
+// and 5xx, and returns when Stripe answered, by Stripe's clock: the
+// answer's Date header (this machine's clock only when Stripe sent none).
+// A 404 wraps ErrGone (a *GoneError with that time); another answer no
+// retry changes (401, 403, 400) is returned as is.
 func StripeGet(ctx context.Context, api provider.StripeAPI, path string, v any) (time.Time, error) {
+	clock := &dateClock{}
+	api.HTTP = clock.client(api.HTTP)
 	backoff := retryBase
 	for attempt := 1; ; attempt++ {
-		at := time.Unix(time.Now().Unix(), 0)
+		clock.reset()
 		err := api.Get(ctx, path, "", v)
+		at := clock.at()
 		var refused *provider.APIRefusal
 		switch {
 		case err == nil:
 			return at, nil
 		case errors.As(err, &refused) && refused.Code == http.StatusNotFound:
-			return at, fmt.Errorf("%w: %w", ErrGone, err)
+			return at, &GoneError{At: at, Err: err}
 		case errors.As(err, &refused), ctx.Err() != nil, attempt == stripeAttempts:
 			return at, err
 		}
@@ -83,8 +89,72 @@ func StripeGet(ctx context.Context, api provider.StripeAPI, path string, v any) 
 	}
 }
 
+// GoneError is ErrGone with when the provider said so, by its clock.
+type GoneError struct {
+	At  time.Time
+	Err error
+}
+
+func (e *GoneError) Error() string { return ErrGone.Error() + ": " + e.Err.Error() }
+
+// Is makes a GoneError match ErrGone.
+func (e *GoneError) Is(target error) bool { return target == ErrGone }
+
+func (e *GoneError) Unwrap() error { return e.Err }
+
+// dateClock reads the Date header of the answers its client gets.
+type dateClock struct {
+	mu   sync.Mutex
+	date time.Time
+	base http.RoundTripper
+}
+
+// client is hc (http.DefaultClient when nil) with its answers' Date read.
+func (c *dateClock) client(hc *http.Client) *http.Client {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	out := *hc
+	c.base = hc.Transport
+	if c.base == nil {
+		c.base = http.DefaultTransport
+	}
+	out.Transport = c
+	return &out
+}
+
+// RoundTrip passes the request on and keeps the answer's Date.
+func (c *dateClock) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.base.RoundTrip(req)
+	if err == nil {
+		if d, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
+			c.mu.Lock()
+			c.date = d
+			c.mu.Unlock()
+		}
+	}
+	return resp, err
+}
+
+func (c *dateClock) reset() {
+	c.mu.Lock()
+	c.date = time.Time{}
+	c.mu.Unlock()
+}
+
+// at is the last answer's Date, else this machine's clock, to the second.
+func (c *dateClock) at() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.date.IsZero() {
+		return time.Unix(time.Now().Unix(), 0)
+	}
+	return time.Unix(c.date.Unix(), 0)
+}
+
 // StripeEvent is a repair as a Stripe snapshot event: what a delivery of
-// the change would have carried, created when Stripe was asked. livemode
+// the change would have carried, created when Stripe answered, by
+// Stripe's clock. livemode
 // is the object's.
 func StripeEvent(id, typ string, created time.Time, obj json.RawMessage) ([]byte, error) {
 	var mode struct {

@@ -105,3 +105,30 @@ func TestStripeEventIsASnapshotEvent(t *testing.T) {
 	require.JSONEq(t, `{"id":"drift_sub_1_1700000000","object":"event","type":"customer.subscription.updated","created":1700000000,"livemode":true,
 		"data":{"object":{"id":"sub_1","object":"subscription","livemode":true,"status":"active"}}}`, string(body))
 }
+
+// TestStripeGetTellsTimeByStripesClock: an answer is dated by its Date
+// header, Stripe's clock, not this machine's; so is a 404's ErrGone.
+func TestStripeGetTellsTimeByStripesClock(t *testing.T) {
+	t.Parallel()
+	stripeNow := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Date", stripeNow.Format(http.TimeFormat))
+		if r.URL.Path == "/v1/things/th_gone" {
+			http.Error(w, `{"error":{"code":"resource_missing"}}`, http.StatusNotFound)
+			return
+		}
+		_, _ = w.Write([]byte(`{"id":"th_1"}`))
+	}))
+	t.Cleanup(srv.Close)
+	api := provider.StripeAPI{Base: srv.URL, Key: "sk_test_drift"}
+	var v json.RawMessage
+	at, err := StripeGet(context.Background(), api, "/v1/things/th_1", &v)
+	require.NoError(t, err)
+	require.True(t, stripeNow.Equal(at), "%s", at)
+	at, err = StripeGet(context.Background(), api, "/v1/things/th_gone", &v)
+	require.ErrorIs(t, err, ErrGone)
+	var gone *GoneError
+	require.ErrorAs(t, err, &gone)
+	require.True(t, stripeNow.Equal(gone.At))
+	require.True(t, stripeNow.Equal(at))
+}

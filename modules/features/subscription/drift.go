@@ -97,7 +97,7 @@ func (d *StripeDrift) Rows(ctx context.Context, sel drift.Selection) ([]drift.Ro
 	}
 	rows := make([]drift.Row, len(subs))
 	for i, s := range subs {
-		rows[i] = drift.Row{ID: s.ExternalID, Version: s.Version, At: time.Unix(s.Version, 0), State: drift.State{
+		rows[i] = drift.Row{ID: s.ExternalID, Version: s.Version, At: time.Unix(s.Version, 0), EventID: s.EventID, State: drift.State{
 			"status": s.Status, "plan": s.Plan, "customer_id": s.CustomerID,
 		}}
 	}
