@@ -158,9 +158,16 @@ func TestStripeDriftFindsAndRepairs(t *testing.T) {
 	require.Equal(t, drift.Counts{Objects: 5, Rows: 5, Matched: 3, Gone: 2, Drifted: 4}, *r.Checked["subscription"])
 
 	plan := r.Plan(drift.StripeEvent)
-	// Stripe's subscription moves on, and its event reaches hookledger
-	// before the repair is applied.
-	driftSettle(t, h, driftEvent("customer.subscription.updated", "sub_raced", "past_due", "price_basic", time.Now().Unix()+30))
+	// Stripe's subscription moves on a second after Stripe answered, and
+	// its event reaches hookledger before the repair is applied.
+	var answered time.Time
+	for _, f := range r.Findings {
+		if f.ID == "sub_raced" {
+			answered = f.ObjectAt
+		}
+	}
+	stripe.add("sub_raced", "past_due", "price_basic")
+	driftSettle(t, h, driftEvent("customer.subscription.updated", "sub_raced", "past_due", "price_basic", answered.Unix()+1))
 
 	src := &intake.Source{Name: "stripe", Namespace: "stripe", Provider: provider.Stripe}
 	out, err := drift.Fix(context.Background(), plan, drift.FixOptions{Source: src, Ledger: h.Claimer, Wait: dbtest.Patience})

@@ -3,11 +3,18 @@ package subscription_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/provider"
+	"github.com/hookledger/hookledger/modules/features/subscription"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
+	"github.com/hookledger/hookledger/modules/testsupport/ledgertest"
 )
 
 // customerEvent is a Stripe subscription event of customer.
@@ -57,4 +64,51 @@ func TestEraseRedactsTheCustomerAndKeepsTheVersion(t *testing.T) {
 	again, err := f.Claimer.EraseModules(ctx, f.Registry, "cus_A", "", false)
 	require.NoError(t, err)
 	require.Equal(t, []ledger.ModuleErasure{{Module: "subscription", Rows: 0}}, again)
+}
+
+// TestErasedCustomerIsNotWrittenBack: a tie's re-fetch job reads Stripe
+// while the customer is erased; Stripe's answer still names the customer.
+// The job writes Stripe's status and keeps the customer redacted; so does
+// a newer event of the customer's subscription, and a subscription of the
+// customer new to hookledger.
+func TestErasedCustomerIsNotWrittenBack(t *testing.T) {
+	t.Parallel()
+	asked, answer := make(chan struct{}, 1), make(chan struct{})
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		<-answer
+		_, _ = w.Write([]byte(`{"id":"sub_er_tie","object":"subscription","customer":"cus_R","status":"unpaid","items":{"data":[{"price":{"id":"price_pro"}}]}}`))
+	}))
+	defer api.Close()
+	defer close(answer)
+	h := ledgertest.New(t, 1, func(h *ledgertest.Harness) {
+		subscription.Register(h.Registry, subscription.Config{DB: h.DB.SQL, Metrics: h.Metrics, StripeAPI: provider.StripeAPI{Base: api.URL, Key: "sk_test_tie", HTTP: api.Client()}})
+	})
+	f := &fixture{Harness: h, metrics: h.Metrics}
+	ctx := context.Background()
+	require.NoError(t, f.deliver(t, customerEvent("evt_er_t1", "sub_er_tie", "cus_R", "active", 900)))
+	require.NoError(t, f.deliver(t, customerEvent("evt_er_t2", "sub_er_tie", "cus_R", "past_due", 900)))
+	<-asked // the re-fetch job is waiting for Stripe's answer
+
+	_, err := f.Claimer.Erase(ctx, "cus_R", "", false)
+	require.NoError(t, err)
+	_, err = f.Claimer.EraseModules(ctx, f.Registry, "cus_R", "", false)
+	require.NoError(t, err)
+	require.Equal(t, ledger.Erased, f.sub(t, "sub_er_tie").CustomerID)
+	answer <- struct{}{}
+
+	refetched := f.metrics.VersionTies.WithLabelValues("subscription", "refetched")
+	dbtest.Eventually(t, func() bool { return testutil.ToFloat64(refetched) == 1 })
+	s := f.sub(t, "sub_er_tie")
+	require.Equal(t, "unpaid", s.Status, "Stripe's state is written")
+	require.Equal(t, ledger.Erased, s.CustomerID, "its customer is not")
+
+	require.NoError(t, f.deliver(t, customerEvent("evt_er_t3", "sub_er_tie", "cus_R", "active", 901)))
+	require.NoError(t, f.deliver(t, customerEvent("evt_er_new", "sub_er_new", "cus_R", "active", 901)))
+	require.Equal(t, "active", f.sub(t, "sub_er_tie").Status)
+	require.Zero(t, f.DB.Count(t, `SELECT count(*) FROM subscription s WHERE strpos(row_to_json(s)::text, 'cus_R') > 0`))
+	require.Equal(t, ledger.Erased, f.sub(t, "sub_er_new").CustomerID)
 }

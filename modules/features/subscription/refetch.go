@@ -48,7 +48,8 @@ type refetchWorker struct {
 var errNotFound = errors.New("not found")
 
 // Work reads the subscription from Stripe and writes it at the tied
-// version. Stripe unreachable or failing retries with backoff; an answer
+// version; a customer erased since (erased_subject) is written redacted,
+// never from Stripe's copy. Stripe unreachable or failing retries with backoff; an answer
 // that no retry can change (404, a refused key) ends the job at once, and
 // the tie rule's result stands.
 func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) error {
@@ -68,7 +69,8 @@ func (w *refetchWorker) Work(ctx context.Context, job *river.Job[RefetchArgs]) e
 	}
 	err = ledger.InTx(ctx, w.cfg.DB, func(tx *ledger.Tx) error {
 		_, err := tx.ExecContext(ctx, `
-			UPDATE subscription SET status = $5, plan = COALESCE($6, plan), customer_id = COALESCE(NULLIF($7, ''), customer_id),
+			UPDATE subscription SET status = $5, plan = COALESCE($6, plan),
+				customer_id = COALESCE(NULLIF(`+ledger.RedactErasedSQL("$1", "$7::text")+`, ''), customer_id),
 				rank = $8, event_id = $9, updated_at = CURRENT_TIMESTAMP
 			WHERE namespace = $1 AND provider = $2 AND external_id = $3 AND version = $4`,
 			a.Namespace, "stripe", a.SubscriptionID, a.Version, obj.Status, plan, provider.StripeID(obj.Customer), refetchRank, a.EventID)

@@ -107,7 +107,9 @@ func loadStates(ctx context.Context, tx *ledger.Tx, keys []subKey) ([]ledger.Ent
 // moved forward, in one statement, and inserts the re-fetch jobs of the
 // ties. Each row's state was decided as if its events were written one by
 // one, in the order the apply ran them (merge), from the stored row; the
-// statement keeps the same guard, so a row is never moved back.
+// statement keeps the same guard, so a row is never moved back. A
+// customer erase recorded (erased_subject) is written redacted: an
+// event of an erased customer does not write the customer back.
 func flushStates(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[subKey, state]) error {
 	var (
 		namespaces, providers, ids, customers, plans, statuses, events []string
@@ -130,7 +132,10 @@ func flushStates(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[subK
 	if len(ids) > 0 {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO subscription AS t (namespace, provider, external_id, customer_id, plan, status, version, rank, event_id)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::text[])
+			SELECT k.namespace, k.provider, k.external_id, `+ledger.RedactErasedSQL("k.namespace", "k.customer_id")+`,
+				k.plan, k.status, k.version, k.rank, k.event_id
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::text[])
+				AS k(namespace, provider, external_id, customer_id, plan, status, version, rank, event_id)
 			ON CONFLICT (namespace, provider, external_id) DO UPDATE
 			SET customer_id = EXCLUDED.customer_id, plan = EXCLUDED.plan, status = EXCLUDED.status, version = EXCLUDED.version,
 				rank = EXCLUDED.rank, event_id = EXCLUDED.event_id, updated_at = CURRENT_TIMESTAMP
