@@ -301,7 +301,7 @@ def shopify():
                             bodies.append((i, key, b))
         for (i, key, body), topic in zip(bodies, topics):
             ev_id = str(uuid.uuid5(uuid.NAMESPACE_URL, "shopify:" + path + ":" + topic))
-            write("shopify", topic.replace("/", ".") + "." + resource + ".json", body, {
+            meta = {
                 "event_id": ev_id,
                 "header_type": topic,
                 "event_type": topic,
@@ -309,7 +309,15 @@ def shopify():
                 "source": source(repo, path, "mock response %d, %s" % (i + 1, key)),
                 "filled": ["the REST Admin resource (the representation a Shopify webhook carries) serialized compact",
                            "X-Shopify-Event-Id / X-Shopify-Webhook-Id: a UUID derived from the path and topic; X-Shopify-Topic " + topic],
-            })
+            }
+            # A mock of another resource (a collection test's products) is
+            # not a body Shopify sends under this resource's topic.
+            gid = re.match(r"gid://shopify/(\w+)/", json.loads(body).get("admin_graphql_api_id") or "")
+            if gid and snake(gid.group(1)) not in resource and resource not in snake(gid.group(1)):
+                meta["refused"] = {"status": 400, "cause": "the mock is a %s (admin_graphql_api_id %s), which Shopify never sends under %s; "
+                                   "modules/core/provider/family.go checkShopifyTopic refuses a body of a known kind under a topic "
+                                   "Shopify does not send it with" % (gid.group(1), json.loads(body)["admin_graphql_api_id"], topic)}
+            write("shopify", topic.replace("/", ".") + "." + resource + ".json", body, meta)
 
 
 # --- Slack: slack-go's Events API inner events, wrapped in its own outer event_callback ---

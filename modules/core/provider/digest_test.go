@@ -104,21 +104,33 @@ func TestBodyDigestTradeOff(t *testing.T) {
 	require.Equal(t, GitHub.DigestFunc(push, product), GitHub.DigestFunc(push, product), "a re-sent body under its event name is the replay")
 }
 
-// TestGitHubDigestHoldsTheEventName: the same signed body under another
-// X-GitHub-Event is another event (a body first posted as ping cannot make
-// the genuine push a duplicate; an App's installation and
-// integration_installation are both applied); under the same event name,
-// in any case, it is the same one. An event name of another shape is a
-// payload error, and the type is recorded lower-cased.
+// TestGitHubDigestHoldsTheEventName: the event name is unsigned, so a
+// signed body is one event under any name (a captured push re-sent as ping,
+// issues or a made-up name is the replay), except for the names GitHub
+// sends one body under: an App's installation body as installation and as
+// integration_installation is two events, and only a body of that shape.
+// An event name of another shape is a payload error, and the type is
+// recorded lower-cased.
 func TestGitHubDigestHoldsTheEventName(t *testing.T) {
 	t.Parallel()
 	body := readFixture(t, "github/push.default.json")
-	digest := func(event string) string { return GitHub.DigestFunc(http.Header{"X-Github-Event": {event}}, body) }
-	require.NotEqual(t, digest("ping"), digest("push"), "a body posted first as ping does not make the push a duplicate")
-	require.NotEqual(t, digest("installation"), digest("integration_installation"), "GitHub's App pair is two events")
-	require.NotEqual(t, digest(""), digest("push"))
+	digest := func(event string, body []byte) string {
+		return GitHub.DigestFunc(http.Header{"X-Github-Event": {event}}, body)
+	}
+	for _, event := range []string{"ping", "issues", "push1", "zz_top", "", "installation", "integration_installation", "integration_installation_repositories"} {
+		require.Equal(t, digest("push", body), digest(event, body), "the push body as %q", event)
+	}
+	installation, err := os.ReadFile("../../../testdata/corpus/github/installation.created.json")
+	require.NoError(t, err)
+	require.NotEqual(t, digest("installation", installation), digest("integration_installation", installation), "GitHub's App pair is two events")
+	for _, event := range []string{"push", "installation_repositories", "integration_installation_repositories", "zz_top"} {
+		require.Equal(t, digest("installation", installation), digest(event, installation), "the installation body as %q", event)
+	}
+	added, err := os.ReadFile("../../../testdata/corpus/github/installation_repositories.added.json")
+	require.NoError(t, err)
+	require.NotEqual(t, digest("installation_repositories", added), digest("integration_installation_repositories", added))
+	require.Equal(t, digest("installation_repositories", added), digest("integration_installation", added))
 	for _, variant := range []string{"push", "Push", "PUSH", "pUsH"} {
-		require.Equal(t, digest("push"), digest(variant), "%s is push", variant)
 		ev, err := GitHub.Parse(http.Header{"X-Github-Delivery": {"d-1"}, "X-Github-Event": {variant}}, body, nil)
 		require.NoError(t, err, variant)
 		require.Equal(t, "push", ev.Type, variant)
@@ -134,7 +146,8 @@ func TestGitHubDigestHoldsTheEventName(t *testing.T) {
 // action of letters, digits and _ is a payload error, before any claim.
 func TestShopifyTopicIsNormalised(t *testing.T) {
 	t.Parallel()
-	body := readFixture(t, "shopify/products.update.shopify-dev-example.json")
+	product := readFixture(t, "shopify/products.update.shopify-dev-example.json")
+	body := []byte(`{"id":820982911946154508,"total_price":"10.00"}`)
 	digest := func(topic string) string { return Shopify.DigestFunc(http.Header{"X-Shopify-Topic": {topic}}, body) }
 	for _, variant := range []string{"orders/create", "Orders/create", "ORDERS/CREATE", "orders/Create"} {
 		require.Equal(t, digest("orders/create"), digest(variant), variant)
@@ -144,7 +157,15 @@ func TestShopifyTopicIsNormalised(t *testing.T) {
 			require.Equal(t, "orders/create", ev.Type, variant)
 		}
 	}
-	require.NotEqual(t, digest("products/create"), digest("products/update"), "Shopify's create/update pair stays two events")
+	productDigest := func(topic string) string {
+		return Shopify.DigestFunc(http.Header{"X-Shopify-Topic": {topic}}, product)
+	}
+	require.NotEqual(t, productDigest("products/create"), productDigest("products/update"), "Shopify's create/update pair stays two events")
+	require.Equal(t, digest("orders/create"), digest("zz/yy"), "a body of no known kind is one event under any topic")
+	for _, topic := range []string{"orders/create", "zz/yy", "products/x", "customers/update"} {
+		_, err := Shopify.Parse(http.Header{"X-Shopify-Event-Id": {"e-1"}, "X-Shopify-Topic": {topic}}, product, nil)
+		require.ErrorIs(t, err, ErrPayload, "a product body as %s", topic)
+	}
 	for _, topic := range []string{"customer.tags_added", "customers/data_request", "app/uninstalled", "app_subscriptions/update"} {
 		ev, err := Shopify.Parse(http.Header{"X-Shopify-Event-Id": {"e-1"}, "X-Shopify-Topic": {topic}}, body, nil)
 		require.NoError(t, err, topic)

@@ -24,13 +24,12 @@ var GitHub = &Provider{
 	// failed delivery is not retried by GitHub.
 	MaxBodyBytes: 25 << 20,
 	// A redelivery keeps its GUID, its event name and its body; the same
-	// body under the same event name and another GUID is a replay with a
-	// forged id. GitHub sends one body under two event names (a GitHub
-	// App's installation and integration_installation), both genuine, so
-	// the event name is part of the digest: a body first posted under a
-	// wrong name cannot make the genuine event a duplicate.
+	// body under another GUID is a replay with a forged id, whatever event
+	// name it comes under (the name is unsigned). Only the names GitHub
+	// sends with one body (a GitHub App's installation and
+	// integration_installation) are told apart: githubSharedBodies.
 	DigestFunc: func(h http.Header, body []byte) string {
-		return bodyDigest([]byte(strings.ToLower(h.Get("X-GitHub-Event"))), body)
+		return familyDigest(githubSharedBodies, h.Get("X-GitHub-Event"), body)
 	},
 	Replayable: true,
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
