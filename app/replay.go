@@ -29,8 +29,10 @@ events are new. With DATABASE_URL and no --target, events are claimed here;
 with --target, each is POSTed there with X-Replay-Token: $REPLAY_TOKEN.
 
 Times are RFC 3339, Unix seconds, or a duration meaning that long ago (2h).
-The last line of stdout is {"fetched":N,"new":N,"duplicate":N,"failed":N};
-the exit code is 1 when anything failed.`,
+The last line of stdout is {"fetched":N,"new":N,"duplicate":N,"failed":N},
+with "erased":N when events holding a subject hookledger erase erased in
+the namespace were left unclaimed (claimed here only; a --target receiver
+claims what it is sent); the exit code is 1 when anything failed.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRun,
 	}
@@ -235,7 +237,7 @@ func progressReporter(w io.Writer) (func(replay.Stats), func()) {
 		progressbar.OptionThrottle(100*time.Millisecond),
 	)
 	return func(s replay.Stats) {
-			bar.Describe(fmt.Sprintf("fetched %d  new %d  duplicate %d  failed %d", s.Fetched, s.New, s.Duplicate, s.Failed))
+			bar.Describe(fmt.Sprintf("fetched %d  new %d  duplicate %d  failed %d  erased %d", s.Fetched, s.New, s.Duplicate, s.Failed, s.Erased))
 			_ = bar.Add(1)
 		}, func() {
 			_ = bar.Finish()

@@ -7,6 +7,9 @@
 // webhooks: its failed deliveries whose GUID the ledger lacks are
 // redelivered by GitHub itself.
 //
+// An event that holds a subject `hookledger erase` erased in the
+// namespace (erased_subject) is not claimed: it is counted as erased.
+//
 // It owns the replay_watermark table (ent/schema/replay_watermark.go) and the
 // reconcile_stripe periodic job, off by default, which replays Stripe's
 // undelivered events since the last watermark.

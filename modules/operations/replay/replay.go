@@ -21,6 +21,9 @@ type Stats struct {
 	New       int64 `json:"new"`
 	Duplicate int64 `json:"duplicate"`
 	Failed    int64 `json:"failed"`
+	// Erased counts events not claimed because they hold a subject
+	// `hookledger erase` erased in the namespace (direct mode only).
+	Erased int64 `json:"erased,omitempty"`
 	// Truncated is set when the run stopped at its page cap while the
 	// provider had more; Resume is where a next run picks up (Paddle: the
 	// --after of the next run).
@@ -49,10 +52,17 @@ type Sink interface {
 // Claimer is the part of the ledger replay writes through: *ledger.Store.
 type Claimer interface {
 	Claim(ctx context.Context, in ledger.Claim) (ledger.ClaimResult, error)
+	ErasedIn(ctx context.Context, namespace string, payload []byte) ([]string, error)
 }
 
+// ErrErasedSubject is a Sink's refusal of an event that holds a subject
+// erased in its namespace: claimed, it would write the subject back.
+var ErrErasedSubject = errors.New("the event holds an erased subject")
+
 // Direct claims events in this process, through intake's Prepare and the
-// ledger's Claim, as the HTTP path does; rows are marked replayed.
+// ledger's Claim, as the HTTP path does; rows are marked replayed. An
+// event that holds a subject erased in the namespace is not claimed
+// (ErrErasedSubject).
 type Direct struct {
 	Source  *intake.Source
 	Claimer Claimer
@@ -72,6 +82,13 @@ func (d *Direct) Deliver(ctx context.Context, ev Fetched) (bool, error) {
 	}
 	if parsed.Ignore {
 		return false, nil
+	}
+	erased, err := d.Claimer.ErasedIn(ctx, claim.Namespace, claim.Payload)
+	if err != nil {
+		return false, err
+	}
+	if len(erased) > 0 {
+		return false, ErrErasedSubject
 	}
 	res, err := d.Claimer.Claim(ctx, claim)
 	return res == ledger.Claimed, err
@@ -129,6 +146,8 @@ func (r *run) deliver(ctx context.Context, ev Fetched) {
 	claimed, err := r.sink.Deliver(ctx, ev)
 	r.update(func(s *Stats) {
 		switch {
+		case errors.Is(err, ErrErasedSubject):
+			s.Erased++
 		case err != nil:
 			s.Failed++
 			if len(r.errs) < 10 {
