@@ -23,13 +23,20 @@ func eraseCommand(t terminal) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "erase --subject VALUE [--namespace NS] [--dry-run] [--yes]",
 		Short: "Erase one subject's data from stored payloads and module rows, keeping dedup",
-		Long: `Replace, in every ledger row whose payload holds VALUE as a JSON string
-value (a customer id, an email address), the payload by a redaction marker
-and the headers by none, keeping the row's namespace, event id, type,
-times, status and digest: a redelivery of the event stays a duplicate. A
-failed event holding it is discarded first (it can no longer be applied);
-one being applied right now is left, and the command exits 1 naming it:
-run it again once it settles.
+		Long: `Record VALUE as erased in the namespace (every namespace without
+--namespace), by its SHA-256 digest, never the value: from then on drift
+reports its rows apart and repairs none, replay and the subscription
+re-fetch do not write it back, and the subscription module writes it
+redacted. Then replace, in every ledger row whose payload holds VALUE as a
+JSON string value (a customer id, an email address), the payload by a
+redaction marker and the headers by none, and redact the row's last
+error, failure history entries, discard reason and its apply jobs' River
+errors that quote it, keeping the row's namespace, event id, type, times,
+status and digest: a redelivery of the event stays a duplicate. A failed
+event holding it is discarded first (it can no longer be applied); one
+being applied right now, or moved back to be applied while erase ran (a
+requeue), is left, and the command exits 1 naming it: run it again once
+it settles. The rows it says it erased are those its statement changed.
 
 Then every module erases VALUE from its own tables (subscription and
 payment redact the customer id and keep the row, usage deletes the
