@@ -43,10 +43,13 @@ func CSRFToken(token string) string { return csrfValue(token) }
 // token is never sent by a browser unasked, so it always works.
 //
 // Wrong tokens are counted per client address in throttle (a throttle of
-// its own when nil): once a client has spent its failures, every request
-// from it gets 429 with Retry-After, before its credentials are looked at,
-// until it has earned a try back. A request with no credentials at all
-// spends nothing, and gets 401.
+// its own when nil): once a client has spent its failures, its wrong
+// tokens get 429 with Retry-After until it has earned one back. The token
+// is compared first, so the right one is never throttled; the price is
+// that a guesser learns the answer to every guess it sends (429 is "wrong"
+// too), so the guessing rate is what the server can compare, and a long
+// random token is the defence (docs/SECURITY.md). A request with no
+// credentials at all spends nothing, and gets 401.
 func Auth(token string, m *metrics.Set, throttle *Throttle) gin.HandlerFunc {
 	if throttle == nil {
 		throttle = NewThrottle()
@@ -74,18 +77,18 @@ func Auth(token string, m *metrics.Set, throttle *Throttle) gin.HandlerFunc {
 			refuse(c, http.StatusUnauthorized, "unauthorized", "token required")
 			return
 		}
-		addr, _ := netip.ParseAddr(c.ClientIP())
-		wait, last := throttle.Take(addr)
-		if wait > 0 {
-			if m != nil {
-				m.AdminRefusals.WithLabelValues("throttled").Inc()
-			}
-			c.Header("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			c.AbortWithStatusJSON(http.StatusTooManyRequests, gin.H{"error": "too many failed authentications from this address; retry after Retry-After seconds"})
-			return
-		}
 		sum := sha256.Sum256([]byte(got))
 		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			addr, _ := netip.ParseAddr(c.ClientIP())
+			wait, last := throttle.Fail(addr)
+			if wait > 0 {
+				if m != nil {
+					m.AdminRefusals.WithLabelValues("throttled").Inc()
+				}
+				c.Header("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+				c.AbortWithStatusJSON(http.StatusTooManyRequests, gin.H{"error": "too many failed authentications from this address; retry after Retry-After seconds"})
+				return
+			}
 			if last {
 				web.Logger(c).Warn("admin authentication throttled: too many wrong tokens", zap.String("client_ip", c.ClientIP()))
 			}
@@ -93,7 +96,6 @@ func Auth(token string, m *metrics.Set, throttle *Throttle) gin.HandlerFunc {
 			refuse(c, http.StatusUnauthorized, "unauthorized", "token required")
 			return
 		}
-		throttle.Refund(addr)
 		if !isBearer && changesState(c.Request.Method) && !sameOrigin(c.Request, csrf) {
 			refuse(c, http.StatusForbidden, "cross_site",
 				"a state-changing request with basic auth needs a same-origin Origin or Sec-Fetch-Site, or "+CSRFHeader+"; scripts should use Authorization: Bearer")

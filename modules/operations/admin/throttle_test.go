@@ -32,57 +32,49 @@ func (c *clock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func testThrottle(maxClients int) (*Throttle, *clock) {
+func testThrottle() (*Throttle, *clock) {
 	c := &clock{t: time.Unix(1_800_000_000, 0)}
 	th := NewThrottle()
-	th.now, th.maxClients = c.now, maxClients
+	th.now = c.now
 	return th, c
 }
 
-func (t *Throttle) tracked() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.clients)
-}
-
-// fail takes a try of addr's and keeps it, as a wrong token does; it
-// reports whether a try was granted.
+// fail counts a wrong token from addr; it reports whether it was answered
+// 401 (a failure left to spend) rather than 429.
 func (t *Throttle) fail(addr netip.Addr) bool {
-	wait, _ := t.Take(addr)
+	wait, _ := t.Fail(addr)
 	return wait == 0
 }
 
 // TestThrottleRefills: a client spends its burst, then waits one interval
-// per try; the clock is moved, nothing sleeps. Right credentials give
-// their try back.
+// per failure; the clock is moved, nothing sleeps.
 func TestThrottleRefills(t *testing.T) {
 	t.Parallel()
-	th, clk := testThrottle(ThrottleClients)
+	th, clk := testThrottle()
 	a := netip.MustParseAddr("203.0.113.7")
-	for range 3 * ThrottleBurst {
-		wait, _ := th.Take(a)
-		require.Zero(t, wait)
-		th.Refund(a) // the right token
-	}
 	for i := range ThrottleBurst {
-		wait, last := th.Take(a)
+		wait, last := th.Fail(a)
 		require.Zero(t, wait, "failure %d is free", i+1)
 		require.Equal(t, i == ThrottleBurst-1, last, "failure %d", i+1)
 	}
-	wait, _ := th.Take(a)
+	wait, _ := th.Fail(a)
 	require.Equal(t, ThrottleEvery, wait)
 	clk.add(ThrottleEvery / 3)
-	wait, _ = th.Take(a)
+	wait, _ = th.Fail(a)
 	require.Equal(t, ThrottleEvery-ThrottleEvery/3, wait, "the wait shrinks as time passes")
 	clk.add(ThrottleEvery - ThrottleEvery/3)
-	wait, last := th.Take(a)
-	require.Zero(t, wait, "one try earned back")
+	wait, last := th.Fail(a)
+	require.Zero(t, wait, "one failure earned back")
 	require.True(t, last)
-	wait, _ = th.Take(a)
+	wait, _ = th.Fail(a)
 	require.Equal(t, ThrottleEvery, wait, "and spent")
 
-	require.True(t, th.fail(netip.MustParseAddr("203.0.113.8")), "another client is not throttled")
-	require.True(t, th.fail(netip.MustParseAddr("::ffff:203.0.113.9")))
+	for i := range 64 {
+		other := netip.AddrFrom4([4]byte{198, 51, 100, byte(i)})
+		if th.slot(other) != th.slot(a) { // a client hashed into a's slot shares its bucket
+			require.True(t, th.fail(other), "another client is not throttled")
+		}
+	}
 	require.False(t, th.fail(netip.MustParseAddr("::ffff:203.0.113.7")), "an IPv4-mapped address is its IPv4 address")
 
 	clk.add(ThrottleBurst * ThrottleEvery)
@@ -92,11 +84,11 @@ func TestThrottleRefills(t *testing.T) {
 	require.False(t, th.fail(a))
 }
 
-// TestThrottleHoldsUnderConcurrency: many requests at once from one
-// client get no more than its tries between them.
+// TestThrottleHoldsUnderConcurrency: many wrong tokens at once from one
+// client get no more 401s than its burst between them.
 func TestThrottleHoldsUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	th, _ := testThrottle(ThrottleClients)
+	th, _ := testThrottle()
 	a := netip.MustParseAddr("203.0.113.7")
 	var granted sync.WaitGroup
 	var mu sync.Mutex
@@ -116,55 +108,46 @@ func TestThrottleHoldsUnderConcurrency(t *testing.T) {
 	require.Equal(t, ThrottleBurst, n)
 }
 
-// TestThrottleGroupsIPv6By64: the addresses of one /64 share a bucket; a
-// neighbouring /64 does not.
+// TestThrottleGroupsIPv6By64: the addresses of one /64 share a bucket.
 func TestThrottleGroupsIPv6By64(t *testing.T) {
 	t.Parallel()
-	th, _ := testThrottle(ThrottleClients)
+	th, _ := testThrottle()
 	for i := range ThrottleBurst {
 		require.True(t, th.fail(netip.MustParseAddr("2001:db8:0:1::"+strconv.FormatInt(int64(i+1), 16))))
 	}
 	require.False(t, th.fail(netip.MustParseAddr("2001:db8:0:1:ffff::1")))
-	require.True(t, th.fail(netip.MustParseAddr("2001:db8:0:2::1")))
-	require.Equal(t, 2, th.tracked())
+	require.Equal(t, th.slot(netip.MustParseAddr("2001:db8:0:1::1")), th.slot(netip.MustParseAddr("2001:db8:0:1:ffff::1")))
 }
 
-// TestThrottleMemoryIsBounded: no more than maxClients addresses are
-// held; clients whose buckets are full again are forgotten to make room,
-// and while every slot holds a recent failure, new clients share one
-// bucket rather than grow the table or go unthrottled. Nothing runs in the
-// background.
-func TestThrottleMemoryIsBounded(t *testing.T) {
+// TestThrottleMemoryIsFixed: a flood of wrong tokens from more networks
+// than there are slots grows nothing and starts nothing; the buckets are
+// the same array before and after.
+func TestThrottleMemoryIsFixed(t *testing.T) {
 	goroutines := runtime.NumGoroutine()
-	th, clk := testThrottle(4)
-	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}) }
-	for i := range 4 {
-		require.True(t, th.fail(addr(i)))
+	th, _ := testThrottle()
+	before := &th.slots[0]
+	const failures = 4 * ThrottleSlots * ThrottleBurst
+	refused := 0
+	for i := range failures {
+		if !th.fail(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i >> 16), byte(i >> 8), byte(i), 0, 15: 1})) {
+			refused++
+		}
 	}
-	require.Equal(t, 4, th.tracked())
-	for i := 4; i < 4+ThrottleBurst; i++ {
-		require.True(t, th.fail(addr(i)), "the shared bucket has tries left")
-	}
-	require.Equal(t, 4, th.tracked(), "the table did not grow")
-	require.False(t, th.fail(addr(100)), "new clients share one spent bucket")
-	require.True(t, th.fail(addr(0)), "a tracked client keeps its own bucket")
-
-	clk.add(2 * ThrottleEvery) // every tracked bucket is full again
-	require.True(t, th.fail(addr(200)))
-	require.Equal(t, 1, th.tracked(), "full buckets forgotten, the newcomer tracked")
-	require.True(t, th.fail(addr(201)))
+	require.Len(t, th.slots, ThrottleSlots)
+	require.Same(t, before, &th.slots[0], "no table grew")
+	require.Equal(t, failures-ThrottleSlots*ThrottleBurst, refused, "each slot answered its burst, then 429")
 	require.Equal(t, goroutines, runtime.NumGoroutine(), "no goroutine started")
 }
 
-// TestAuthThrottlesWrongTokens: past the burst, a client gets 429 with
-// Retry-After whatever it sends, the right token included (or the answer
-// would tell a guesser it had found it); another client is untouched, no
-// credentials and right ones spend nothing, and the client gets a try back
+// TestAuthThrottlesWrongTokens: past the burst, a client's wrong tokens
+// get 429 with Retry-After; its right token is still served, then and
+// always (it is compared first and never counted); another client is
+// untouched, no credentials spend nothing, and the client gets a 401 back
 // once Retry-After has passed.
 func TestAuthThrottlesWrongTokens(t *testing.T) {
 	t.Parallel()
 	gin.SetMode(gin.TestMode)
-	th, clk := testThrottle(ThrottleClients)
+	th, clk := testThrottle()
 	e := gin.New()
 	e.GET("/admin/x", Auth("right-token", nil, th), func(c *gin.Context) { c.Status(http.StatusNoContent) })
 	send := func(from, token string) *httptest.ResponseRecorder {
@@ -185,17 +168,17 @@ func TestAuthThrottlesWrongTokens(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, send("192.0.2.1", "guess-"+strconv.Itoa(i)).Code)
 	}
 	require.Equal(t, http.StatusUnauthorized, send("192.0.2.1", "").Code, "no credentials: the challenge, nothing to compare")
-	for _, token := range []string{"guess-x", "right-token"} {
-		w := send("192.0.2.1", token)
-		require.Equal(t, http.StatusTooManyRequests, w.Code, "token %q", token)
-		require.Equal(t, strconv.Itoa(int(ThrottleEvery/time.Second)), w.Header().Get("Retry-After"))
-		require.Empty(t, w.Header().Get("WWW-Authenticate"))
+	w := send("192.0.2.1", "guess-x")
+	require.Equal(t, http.StatusTooManyRequests, w.Code)
+	require.Equal(t, strconv.Itoa(int(ThrottleEvery/time.Second)), w.Header().Get("Retry-After"))
+	require.Empty(t, w.Header().Get("WWW-Authenticate"))
+	for range 5 {
+		require.Equal(t, http.StatusNoContent, send("192.0.2.1", "right-token").Code, "the right token is never throttled")
 	}
 	require.Equal(t, http.StatusNoContent, send("192.0.2.2", "right-token").Code, "another client")
-	require.Equal(t, http.StatusUnauthorized, send("192.0.2.2", "guess").Code, "another client's own burst")
 
 	clk.add(ThrottleEvery)
-	require.Equal(t, http.StatusNoContent, send("192.0.2.1", "right-token").Code, "after Retry-After")
-	require.Equal(t, http.StatusUnauthorized, send("192.0.2.1", "guess").Code, "one try earned back")
-	require.Equal(t, http.StatusTooManyRequests, send("192.0.2.1", "right-token").Code, "and spent")
+	require.Equal(t, http.StatusUnauthorized, send("192.0.2.1", "guess").Code, "one failure earned back")
+	require.Equal(t, http.StatusTooManyRequests, send("192.0.2.1", "guess").Code, "and spent")
+	require.Equal(t, http.StatusNoContent, send("192.0.2.1", "right-token").Code)
 }
