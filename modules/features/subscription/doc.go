@@ -27,5 +27,9 @@
 //
 // Erasing a customer (erase.go) replaces its customer id by ledger.Erased
 // and keeps the row and its version, so a late older event stays stale
-// instead of recreating the row.
+// instead of recreating the row. A customer erase recorded (erased_subject)
+// is written redacted by every later write, the re-fetch job's included:
+// Stripe's copy of the subscription, or a newer event, does not write the
+// customer back. StripeDrift (drift.go) names the event that last wrote
+// each row, so drift can mark rows a replayed event wrote.
 package subscription
