@@ -141,15 +141,16 @@ func (a *App) build(ctx context.Context) error {
 		workers = a.cfg.Workers
 	}
 	a.river, err = ledger.NewRiver(a.db, a.listener, ledger.RiverOptions{
-		Workers:     workers,
-		Registry:    a.registry,
-		Logger:      a.log,
-		Metrics:     a.metrics,
-		Retention:   retentionOf(a.cfg),
-		Middleware:  a.riverMiddleware(),
-		ApplyLinger: a.cfg.ApplyLinger,
-		Payloads:    a.payloads,
-		Sealer:      a.sealer,
+		Workers:       workers,
+		Registry:      a.registry,
+		Logger:        a.log,
+		Metrics:       a.metrics,
+		Retention:     retentionOf(a.cfg),
+		Middleware:    a.riverMiddleware(),
+		ApplyLinger:   a.cfg.ApplyLinger,
+		SweepInterval: a.cfg.SweepInterval,
+		Payloads:      a.payloads,
+		Sealer:        a.sealer,
 	})
 	if err != nil {
 		return err

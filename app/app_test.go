@@ -37,7 +37,7 @@ type server struct {
 // prune job (RETENTION), which River's leader inserts once it is elected,
 // later on a loaded machine, in the middle of a test.
 const (
-	requestJobs    = `kind <> 'prune_ledger'`
+	requestJobs    = `kind NOT IN ('prune_ledger', 'ledger_sweep')`
 	requestJobsSQL = `SELECT count(*) FROM river_job WHERE ` + requestJobs
 )
 

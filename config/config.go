@@ -164,6 +164,9 @@ type Config struct {
 	// ApplyLinger is how old a claim's apply job is before it takes its
 	// batch, so that the claims of that time apply in one transaction.
 	ApplyLinger time.Duration `json:"apply_linger"`
+	// SweepInterval is how often the leader sweeps the ledger for claimed
+	// events with no live apply job (LEDGER_SWEEP_INTERVAL).
+	SweepInterval time.Duration `json:"ledger_sweep_interval"`
 	// ReconcileInterval > 0 turns on scheduled Stripe reconciliation.
 	ReconcileInterval time.Duration `json:"reconcile_interval"`
 	ReconcileWindow   time.Duration `json:"reconcile_window"`

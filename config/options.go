@@ -173,6 +173,13 @@ var options = []Option{
 		set: duration(func(c *Config) *time.Duration { return &c.ApplyLinger },
 			within(0, MaxApplyLinger, fmt.Sprintf("a duration from 0 (apply at once) to %s", MaxApplyLinger)))},
 
+	{Name: "LEDGER_SWEEP_INTERVAL", Group: groupClaim, Default: "1m",
+		Doc: "How often the leader's sweep looks for claimed events whose apply job River no longer runs (cancelled or deleted in River UI, " +
+			"given up on by the rescuer, lost): one whose job is gone gets a new one, one whose job River stopped becomes `failed` with " +
+			"a reason naming it. It also runs at start. At least `1s`.",
+		set: duration(func(c *Config) *time.Duration { return &c.SweepInterval },
+			within(time.Second, 24*time.Hour, "a duration from 1s to 24h"))},
+
 	{Name: "RETENTION", Group: groupRetention, Default: "2160h",
 		Doc: "How long settled ledger rows are kept; an hourly job prunes older ones. Below `720h`, Stripe's replay window, start-up refuses it, " +
 			"since a pruned event id could be delivered again and applied twice.",

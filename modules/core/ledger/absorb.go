@@ -32,11 +32,12 @@ const absorbEvents = 256
 const maxAbsorbedJobs = 31
 
 // mayAbsorb reports whether a claim's job absorbs others: on its first
-// run only. A job that runs again (a retry, a rescue, a snooze) runs with
-// its own events, so an event that keeps failing never takes others into
-// its failures.
+// run only. A job that runs again (a retry, a rescue, a snooze, a requeue,
+// which starts its attempts from 0 again) runs with its own events, so an
+// event that keeps failing never takes others into its failures. River
+// adds its client to attempted_by at every run: one entry is a first run.
 func mayAbsorb(job *rivertype.JobRow) bool {
-	if job.Attempt != 1 || len(job.Errors) > 0 {
+	if job.Attempt != 1 || len(job.Errors) > 0 || len(job.AttemptedBy) > 1 {
 		return false
 	}
 	var m struct {

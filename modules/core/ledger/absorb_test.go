@@ -80,9 +80,9 @@ func TestApplyAbsorbsWaitingClaimJobs(t *testing.T) {
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(DISTINCT txid) FROM applied WHERE event_id <> 'evt_d1'`), "the claims' events in one transaction")
 	require.Equal(t, 2, h.DB.Count(t, `SELECT count(DISTINCT txid) FROM applied`), "the requeue's job in one of its own")
 	dbtest.Eventually(t, func() bool {
-		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state <> 'completed'`) == 0
+		return h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind <> 'ledger_sweep' AND state <> 'completed'`) == 0
 	}, "every job completed")
-	require.Equal(t, 2, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE attempted_by IS NULL AND attempt = 1 AND finalized_at IS NOT NULL`),
+	require.Equal(t, 2, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind <> 'ledger_sweep' AND attempted_by IS NULL AND attempt = 1 AND finalized_at IS NOT NULL`),
 		"two jobs absorbed, never fetched by River")
 	for _, id := range []string{"evt_b2", "evt_c1"} {
 		job, err := store(h).FindJob(context.Background(), "stripe", id)
@@ -198,7 +198,7 @@ func TestAbsorbReachesPastJobsItCannotAbsorb(t *testing.T) {
 	}, "every event settled")
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(DISTINCT txid) FROM applied WHERE event_id LIKE 'evt_head%' OR event_id LIKE 'evt_tail%'`),
 		"the first job absorbed the last")
-	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE attempted_by IS NULL`), "only the last job was absorbed")
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind <> 'ledger_sweep' AND attempted_by IS NULL`), "only the last job was absorbed")
 	require.Equal(t, 131, h.DB.Count(t, `SELECT count(DISTINCT txid) FROM applied`), "the requeue's jobs ran alone")
 }
 
@@ -272,7 +272,7 @@ func TestLingerGathersClaimsThatArriveMeanwhile(t *testing.T) {
 	}
 	require.Equal(t, 4, h.DB.Count(t, `SELECT count(*) FROM applied`))
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(DISTINCT txid) FROM applied`), "the claims of the linger in one transaction")
-	require.Equal(t, 2, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE attempted_by IS NULL AND state = 'completed'`),
+	require.Equal(t, 2, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind <> 'ledger_sweep' AND attempted_by IS NULL AND state = 'completed'`),
 		"the later claims' jobs absorbed, never fetched by River")
 
 	// A requeue's job runs alone and at once.
@@ -303,5 +303,5 @@ func TestJobCompletesInTheApply(t *testing.T) {
 	startWorker(t, h, ledger.RiverOptions{})
 	h.WaitSettled(t, "stripe", "evt_own")
 	require.Equal(t, "completed", <-states, "the job was completed in the apply's transaction")
-	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE state = 'completed' AND finalized_at IS NOT NULL AND attempt = 1`))
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE kind <> 'ledger_sweep' AND state = 'completed' AND finalized_at IS NOT NULL AND attempt = 1`))
 }

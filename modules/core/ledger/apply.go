@@ -168,6 +168,16 @@ func unplanApply(ctx context.Context, tx *Tx) error {
 	return nil
 }
 
+// The lifecycle table's guards of the apply's statements: the rows an
+// apply settles, a forced one settles, a failure is recorded on, and a
+// forced re-apply's failure is recorded on.
+var (
+	applyGuard     = guardSQL(ActorApplied, "e")
+	forceGuard     = "(" + guardSQL(ActorApplied, "webhook_event") + " OR " + guardSQL(ActorForce, "webhook_event") + ")"
+	failGuard      = guardSQL(ActorApplyFailed, "webhook_event")
+	forceFailGuard = guardSQL(ActorForceFailed, "webhook_event")
+)
+
 // lockedRow is a ledger row that lockForApply locked and marked settled.
 type lockedRow struct {
 	// ev is the row's event; its Payload is as stored (sealed, or nil for
@@ -199,7 +209,8 @@ func lockForApply(ctx context.Context, tx *Tx, reg *Registry, keys []EventKey, f
 	// as an attempt. A forced apply also settles rows that were settled,
 	// and must know which were, so it locks them in a subquery first, in
 	// key order, and reads their status there; it passes erased rows by,
-	// whose payload is gone.
+	// whose payload is gone, and discarded ones, which only a requeue
+	// brings back (the lifecycle table's guards).
 	//
 	// The payloads this process claimed and still keeps (kept) are not
 	// read back: the statement returns NULL for them, and never reads them
@@ -213,7 +224,7 @@ func lockForApply(ctx context.Context, tx *Tx, reg *Registry, keys []EventKey, f
 		SET status = ` + settledSQL + `, settled_at = now(), attempts = e.attempts + 1, last_error = NULL,
 			failures = 0, failing_since = NULL, handlers = ` + handlersSQL(4) + `
 		FROM unnest($1::text[], $2::text[], $3::boolean[]) AS k(namespace, event_id, kept)
-		WHERE e.namespace = k.namespace AND e.event_id = k.event_id AND e.status NOT IN (` + settledSQL + `, ` + discardedSQL + `)
+		WHERE e.namespace = k.namespace AND e.event_id = k.event_id AND ` + applyGuard + `
 		RETURNING e.namespace, e.event_id, e.provider, e.source, e.event_type, CASE WHEN k.kept THEN NULL ELSE e.payload END,
 			e.occurred_at, e.replayed, '' AS old_status, e.attempts`
 	args := append([]any{namespaces, ids, cached}, reg.patterns()...)
@@ -227,7 +238,8 @@ func lockForApply(ctx context.Context, tx *Tx, reg *Registry, keys []EventKey, f
 			-- latency is the first settle's.
 			settled_at = CASE WHEN old.status = ` + settledSQL + ` THEN e.settled_at ELSE now() END
 		FROM (SELECT id, status FROM webhook_event
-			WHERE (namespace, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND erased_at IS NULL
+			WHERE (namespace, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+				AND ` + forceGuard + `
 			ORDER BY namespace COLLATE "C", event_id COLLATE "C" FOR UPDATE) old
 		WHERE e.id = old.id
 		RETURNING e.namespace, e.event_id, e.provider, e.source, e.event_type, e.payload, e.occurred_at, e.replayed, old.status, e.attempts`
@@ -388,7 +400,10 @@ const maxFailureLog = 10
 // statement of its own after the apply transaction rolled back, and adds
 // f to the row's failure log. It never overwrites an apply that committed:
 // the row must still have the attempts the attempt saw (or, when it saw
-// none, must not be settled), and it leaves a discarded row alone.
+// none, must not be settled), and it leaves a discarded row alone. A
+// forced re-apply of a settled row that failed leaves it settled, its
+// first settled_at kept, with the failure in its log: the event was
+// applied (the lifecycle table's "forced re-apply failed").
 func RecordFailure(ctx context.Context, db *sql.DB, a Attempt, f Failure) error {
 	_, err := recordFailure(ctx, db, a, f)
 	return err
@@ -401,13 +416,16 @@ func recordFailure(ctx context.Context, db *sql.DB, a Attempt, f Failure) (ok bo
 	defer cancel()
 	err = db.QueryRowContext(ctx, `
 		UPDATE webhook_event
-		SET status = `+failedSQL+`, attempts = attempts + 1, failures = failures + 1,
-			failing_since = COALESCE(failing_since, now()), last_error = $3::text,
+		SET status = CASE WHEN status = `+settledSQL+` THEN status ELSE `+failedSQL+` END, attempts = attempts + 1,
+			failures = CASE WHEN status = `+settledSQL+` THEN failures ELSE failures + 1 END,
+			failing_since = CASE WHEN status = `+settledSQL+` THEN failing_since ELSE COALESCE(failing_since, now()) END,
+			last_error = $3::text,
 			failure_log = jsonb_path_query_array(COALESCE(failure_log, '[]'::jsonb) || jsonb_strip_nulls(jsonb_build_object(
 				'attempt', attempts + 1, 'job_id', NULLIF($5::bigint, 0), 'at', now(), 'handler', NULLIF($6::text, ''), 'error', $3::text)),
 				'$[last-`+strconv.Itoa(maxFailureLog-1)+` to last]')
-		WHERE namespace = $1 AND event_id = $2 AND status <> `+discardedSQL+`
-			AND CASE WHEN $4 >= 0 THEN attempts = $4 ELSE status <> `+settledSQL+` END
+		WHERE namespace = $1 AND event_id = $2
+			AND (`+failGuard+` OR ($4 >= 0 AND `+forceFailGuard+`))
+			AND ($4 < 0 OR attempts = $4)
 		RETURNING true`,
 		a.Key.Namespace, a.Key.EventID, truncate(f.Error, 4000), a.Seen, f.JobID, f.Handler,
 	).Scan(&ok)

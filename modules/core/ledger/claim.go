@@ -230,12 +230,17 @@ func (s *Store) claimRows(ctx context.Context, tx pgx.Tx, rows []Claim) ([]Claim
 	for i, c := range rows {
 		k := c.key()
 		if s.logOnly && res[i] == Duplicate {
-			own, err := hasRow(ctx, tx, c)
+			state, err := rowState(ctx, tx, c)
 			if err != nil {
 				return nil, err
 			}
-			res[i] = LoggedDuplicate // a body-digest replay: no row of its own to apply again
-			if own {
+			// Applied again only when it was applied (a receiver without a
+			// ledger would run it twice); an event still to be applied
+			// has its own job, and a discarded, erased or pruned one, or a
+			// body-digest replay with no row of its own, has nothing to
+			// apply again (the lifecycle table's log-only rows).
+			res[i] = LoggedDuplicate
+			if state == StateSettled {
 				res[i] = DuplicateReapplied
 			}
 		}
@@ -520,17 +525,20 @@ func claimsName(rows []Claim) string {
 	return strconv.Itoa(len(rows)) + " events"
 }
 
-// hasRow reports whether the ledger holds in's own key (a duplicate on the
-// body digest alone has none).
-func hasRow(ctx context.Context, tx pgx.Tx, in Claim) (bool, error) {
-	if in.BodyDigest == "" {
-		return true, nil
+// rowState is the lifecycle state of the row of in's key: StatePruned
+// when it has none (its keys outlived it, or only its body is known).
+func rowState(ctx context.Context, tx pgx.Tx, in Claim) (State, error) {
+	var (
+		status string
+		erased bool
+	)
+	err := tx.QueryRow(ctx, `SELECT status, erased_at IS NOT NULL FROM webhook_event WHERE namespace = $1 AND event_id = $2`,
+		in.Namespace, in.EventID).Scan(&status, &erased)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return StatePruned, nil
 	}
-	var ok bool
-	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_event WHERE namespace = $1 AND event_id = $2)`,
-		in.Namespace, in.EventID).Scan(&ok)
 	if err != nil {
-		return false, fmt.Errorf("look up %s/%s: %w", in.Namespace, in.EventID, err)
+		return "", fmt.Errorf("look up %s/%s: %w", in.Namespace, in.EventID, err)
 	}
-	return ok, nil
+	return stateOf(status, erased), nil
 }

@@ -45,3 +45,6 @@ func JobsThroughRiver(s *Store) { s.jobsInStatement = false }
 
 // RetryBase is retryBase, RetryDelay without jitter.
 var RetryBase = retryBase
+
+// LiveJobsSQL counts the live apply jobs that carry event $1/$2.
+const LiveJobsSQL = liveJobsSQL

@@ -205,7 +205,7 @@ func TestWorkerRetriesThenSettlesOnce(t *testing.T) {
 	require.Equal(t, 2, attempts)
 	require.False(t, lastErr.Valid)
 	require.Equal(t, int32(1), effects.Load())
-	require.Equal(t, 1, f.db.Count(t, `SELECT count(*) FROM river_job WHERE state = 'completed'`))
+	require.Equal(t, 1, f.db.Count(t, `SELECT count(*) FROM river_job WHERE kind <> 'ledger_sweep' AND state = 'completed'`))
 }
 
 func TestWorkerStopsOnPermanentError(t *testing.T) {
@@ -218,7 +218,7 @@ func TestWorkerStopsOnPermanentError(t *testing.T) {
 	_, err := f.claimer.Claim(context.Background(), claimOf("evt_poison", "invoice.paid"))
 	require.NoError(t, err)
 	dbtest.Eventually(t, func() bool {
-		return f.db.Count(t, `SELECT count(*) FROM river_job WHERE state = 'cancelled'`) == 1
+		return f.db.Count(t, `SELECT count(*) FROM river_job WHERE kind <> 'ledger_sweep' AND state = 'cancelled'`) == 1
 	})
 	status, attempts, lastErr := f.status(t, "evt_poison")
 	require.Equal(t, string(webhookevent.StatusFailed), status)
@@ -284,5 +284,5 @@ func TestIncompleteClaimsAreRefused(t *testing.T) {
 		require.ErrorIs(t, err, ledger.ErrIncomplete)
 	}
 	require.Equal(t, 0, f.db.Count(t, `SELECT count(*) FROM webhook_event`))
-	require.Equal(t, 0, f.db.Count(t, `SELECT count(*) FROM river_job`))
+	require.Equal(t, 0, f.db.Count(t, `SELECT count(*) FROM river_job WHERE kind <> 'ledger_sweep'`))
 }

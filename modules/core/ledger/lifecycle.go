@@ -227,7 +227,7 @@ type JobRule struct {
 	// MinLive and MaxLive bound the live jobs that will still apply the
 	// event (not counting a running one that already passed it).
 	MinLive, MaxLive int
-	Says            string
+	Says             string
 }
 
 // JobRules is the River side of the table, per state.
@@ -266,7 +266,11 @@ func LifecycleMarkdown() string {
 	}
 	b.WriteString("\nAnything else is refused with a named error:\n\n")
 	for _, r := range refusals {
-		fmt.Fprintf(&b, "- %s of a `%s` event: %s\n", r.Actor, r.From, r.Err)
+		a := "a"
+		if strings.ContainsRune("aeiou", rune(r.From[0])) {
+			a = "an"
+		}
+		fmt.Fprintf(&b, "- %s of %s `%s` event: %s\n", r.Actor, a, r.From, r.Err)
 	}
 	return b.String()
 }

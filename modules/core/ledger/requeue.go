@@ -69,37 +69,48 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 		if err != nil {
 			return fmt.Errorf("lock %s/%s: %w", namespace, eventID, err)
 		}
-		if erased {
-			return ErrErased
+		actor := ActorRequeue
+		if force && status == webhookevent.StatusSettled {
+			actor = ActorForce
 		}
-		settled := status == webhookevent.StatusSettled
-		if settled && !force {
-			return ErrSettled
+		from := stateOf(string(status), erased)
+		if _, err := step(actor, from); err != nil {
+			return err
 		}
+		settled := from == StateSettled
 		jobs0, err := jobsOf(ctx, tx, namespace, eventID)
 		if err != nil {
 			return err
 		}
 		// The job to bring forward: the event's own newest job, in whatever
 		// state River keeps it, else an unfinished batch that holds it. A
-		// settled event needs a forced job: any other skips it.
+		// settled event needs a forced job: any other skips it. A job of
+		// its own running now will apply it (it has not reached the row,
+		// whose lock this requeue holds) unless the row was discarded,
+		// which that run may have passed by already; a running batch may
+		// have passed it by too. Neither is the work that applies it.
 		var bring *eventJob
 		for i, j := range jobs0 {
 			if settled && !j.forced {
 				continue
 			}
 			if j.state == rivertype.JobStateRunning {
-				result = RequeuePending
-				return nil
+				if !j.batch && from != StateDiscarded {
+					result = RequeuePending
+					return nil
+				}
+				continue
 			}
 			if bring == nil || (bring.batch && !j.batch) {
 				bring = &jobs0[i]
 			}
 		}
 		if !settled {
-			if _, err := tx.ExecContext(ctx, `UPDATE webhook_event SET status = `+claimedSQL+`, settled_at = NULL, failures = 0, failing_since = NULL,
+			var changed bool
+			err := tx.QueryRowContext(ctx, `UPDATE webhook_event e SET status = `+claimedSQL+`, settled_at = NULL, failures = 0, failing_since = NULL,
 				discard_reason = NULL
-				WHERE namespace = $1 AND event_id = $2`, namespace, eventID); err != nil {
+				WHERE namespace = $1 AND event_id = $2 AND `+requeueGuard+` RETURNING true`, namespace, eventID).Scan(&changed)
+			if err != nil {
 				return fmt.Errorf("requeue %s/%s: %w", namespace, eventID, err)
 			}
 		}
@@ -123,8 +134,9 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 			if _, err := s.jobs.JobRetryTx(ctx, tx.Tx, bring.id); err != nil {
 				return fmt.Errorf("retry job %d: %w", bring.id, err)
 			}
-			// A whole budget of attempts from now, as a new job has: the
-			// requeue follows a fix, and its retries span RetryHorizon again.
+			// Attempt 0 and a whole budget, as a new job has: the requeue
+			// follows a fix, its retries back off from a second again and
+			// span RetryHorizon, and River UI counts the attempts from one.
 			if err := renewAttempts(ctx, tx, bring.id); err != nil {
 				return fmt.Errorf("renew the attempts of job %d: %w", bring.id, err)
 			}
@@ -140,6 +152,9 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 	}
 	return result, err
 }
+
+// requeueGuard is the lifecycle table's guard of a requeue's update.
+var requeueGuard = guardSQL(ActorRequeue, "e")
 
 // errBeingApplied ends a requeue whose row an apply holds right now.
 var errBeingApplied = errors.New("event is being applied right now")

@@ -47,6 +47,9 @@ type RiverOptions struct {
 	// Retention.Rows > 0 prunes settled ledger rows older than it, hourly,
 	// on the elected leader, keeping their dedup keys for Retention.Keys.
 	Retention Retention
+	// SweepInterval is how often the leader sweeps for claimed events
+	// with no live apply job (Sweep); 0 is DefaultSweepInterval.
+	SweepInterval time.Duration
 	// ApplyTimeout overrides the ledger's ApplyTimeout when positive.
 	ApplyTimeout time.Duration
 	// Middleware wraps job inserts and work (tracing).
@@ -87,7 +90,13 @@ func NewRiver(db *sql.DB, listener *pgxpool.Pool, o RiverOptions) (*river.Client
 	// The prune worker is registered with retention off too, so that the
 	// kind stays the ledger's and a leftover job is cancelled, not run.
 	river.AddWorker(workers, &PruneWorker{DB: db, Retention: o.Retention, Logger: o.Logger.Named("prune")})
+	river.AddWorker(workers, &SweepWorker{DB: db, Logger: o.Logger.Named("sweep"), Metrics: o.Metrics})
+	sweepEvery := o.SweepInterval
+	if sweepEvery <= 0 {
+		sweepEvery = DefaultSweepInterval
+	}
 	periodic := append([]*river.PeriodicJob(nil), o.Registry.periodic...)
+	periodic = append(periodic, SweepPeriodically(sweepEvery))
 	if o.Retention.Rows > 0 {
 		periodic = append(periodic, PrunePeriodically(time.Hour))
 	}
@@ -382,10 +391,12 @@ func lockJob(ctx context.Context, tx *Tx, id int64) error {
 	return tx.QueryRowContext(ctx, `SELECT id FROM river_job WHERE id = $1 FOR UPDATE NOWAIT`, id).Scan(new(int64))
 }
 
-// renewAttempts gives River's job id a whole budget of attempts
-// (ApplyMaxAttempts) from the attempt it is at.
+// renewAttempts starts River's job id again from attempt 0 with a whole
+// budget of attempts (ApplyMaxAttempts), as a new job; its errors stay,
+// the history of its earlier attempts. It is no longer a claim's fresh
+// job: it runs with its own events (mayAbsorb).
 func renewAttempts(ctx context.Context, tx *Tx, id int64) error {
-	_, err := tx.ExecContext(ctx, `UPDATE river_job SET max_attempts = attempt + $2 WHERE id = $1`, id, ApplyMaxAttempts)
+	_, err := tx.ExecContext(ctx, `UPDATE river_job SET attempt = 0, max_attempts = $2, args = args - 'fresh' WHERE id = $1`, id, ApplyMaxAttempts)
 	return err
 }
 
@@ -395,3 +406,11 @@ const unfinishedJobsSQL = `
 	SELECT kind, state::text, count(*) FROM river_job
 	WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending')
 	GROUP BY kind, state`
+
+// liveStates are River's states of a job it will still run.
+const liveStates = `('available', 'scheduled', 'retryable', 'running', 'pending')`
+
+// liveJobsSQL counts the live apply jobs that carry event $1/$2: its own,
+// and the unfinished batches that hold it.
+const liveJobsSQL = `SELECT count(*) FROM river_job
+	WHERE ((` + ownApplyJob + `) OR (` + batchHolding + `)) AND state IN ` + liveStates

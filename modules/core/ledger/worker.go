@@ -372,10 +372,15 @@ func (a *Applier) report(ctx context.Context, r *applyRun, f *failure) error {
 	case err != nil:
 		log.Warn("apply failed and the failure could not be recorded; retrying soon", zap.Error(f.err), zap.NamedError("record_error", err))
 		return river.JobSnooze(outageDelay)
+	case !recorded && a.discarded(ctx, at.Key):
+		// Discarded meanwhile: no run of this job will apply it (the
+		// lifecycle table), so it ends here rather than run again.
+		log.Info("apply reported a failure but the event was discarded; the job is cancelled", zap.Error(f.err))
+		return river.JobCancel(fmt.Errorf("%w: %v", errDiscardedMeanwhile, f.err))
 	case !recorded:
 		// Settled meanwhile (the commit went through, or another job
-		// applied it), or discarded: the next run finds it so.
-		log.Info("apply reported a failure but the event is settled or discarded; nothing recorded", zap.Error(f.err))
+		// applied it): the next run finds it so and completes.
+		log.Info("apply reported a failure but the event is settled; nothing recorded", zap.Error(f.err))
 		return river.JobSnooze(0)
 	case f.kind == failedPermanently:
 		log.Error("apply failed permanently; not retrying", zap.Error(f.err))
@@ -388,6 +393,17 @@ func (a *Applier) report(ctx context.Context, r *applyRun, f *failure) error {
 	// River records the error's text in the job's errors: the handler's
 	// name and reason, as on the ledger row.
 	return jobErr
+}
+
+// errDiscardedMeanwhile ends the job of an event discarded while it ran.
+var errDiscardedMeanwhile = errors.New("the event was discarded while its apply ran; not applied")
+
+// discarded reports whether the event's row is discarded now.
+func (a *Applier) discarded(ctx context.Context, k EventKey) bool {
+	var yes bool
+	err := a.DB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_event WHERE namespace = $1 AND event_id = $2 AND status = `+discardedSQL+`)`,
+		k.Namespace, k.EventID).Scan(&yes)
+	return err == nil && yes
 }
 
 // countFailure counts a failure of the events (not an outage's or a

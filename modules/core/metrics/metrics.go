@@ -53,6 +53,9 @@ type Set struct {
 	// DriftObjects is the objects the last scheduled drift check found
 	// drifted, by kind (DRIFT_INTERVAL).
 	DriftObjects *prometheus.GaugeVec
+	// LedgerOrphans counts the claimed events the ledger's sweep found
+	// with no live apply job in River, by what it did (new_job, failed).
+	LedgerOrphans *prometheus.CounterVec
 }
 
 // New registers a fresh Set, with Go runtime and process collectors.
@@ -125,6 +128,10 @@ func New() *Set {
 			Name: "hookledger_drift_objects",
 			Help: "Objects whose stored row differs from the provider's (missing here, missing at the provider, or in some fields) at the last scheduled drift check (DRIFT_INTERVAL) this process ran, by kind.",
 		}, []string{"kind"}),
+		LedgerOrphans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookledger_ledger_orphans",
+			Help: "Claimed events the ledger's sweep found with no live apply job in River (cancelled or deleted in River UI, given up on by the rescuer, lost), by what it did: new_job (the job was gone) or failed (River stopped it; the reason is on the row).",
+		}, []string{"action"}),
 	}
 	s.Registry.MustRegister(
 		collectors.NewGoCollector(),
@@ -132,7 +139,7 @@ func New() *Set {
 		s.Deliveries, s.ClaimSeconds, s.Applies, s.ApplySeconds, s.StaleSkipped, s.VersionTies, s.WouldSkip,
 		s.SignatureFailures, s.BodyBytesInFlight, s.AdminRefusals,
 		s.AllowlistRefusals, s.PublishedIPsAge, s.PublishedIPsStale, s.LateClaims, s.DuplicateMismatches,
-		s.DriftObjects,
+		s.DriftObjects, s.LedgerOrphans,
 	)
 	return s
 }

@@ -1,0 +1,71 @@
+package app_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
+)
+
+// TestRiverUIActionsCannotStrandAnEvent: events a receiver-only process
+// claimed, whose apply jobs are then cancelled or deleted through River
+// UI's API or vanish from River's table, are failed with a reason naming
+// what River did, or applied, by the sweep of the workers that start
+// after; the sweep runs every LEDGER_SWEEP_INTERVAL, and what it found is
+// in hookledger_ledger_orphans.
+func TestRiverUIActionsCannotStrandAnEvent(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	receiver := startOn(t, db, map[string]string{"ADMIN_TOKEN": adminToken}, config.RoleHTTP)
+	now := time.Now()
+	for _, id := range []string{"evt_ui_cancel", "evt_ui_delete", "evt_vanished"} {
+		body := subEvent(id, "active", now.Unix())
+		code, _ := receiver.post(t, "/webhooks/stripe", body, signed(body, now))
+		require.Equal(t, http.StatusOK, code)
+	}
+	jobOf := func(id string) int64 {
+		return int64(db.Count(t, `SELECT id FROM river_job WHERE args->>'event_id' = $1`, id))
+	}
+	riverUI := func(action string, job int64) {
+		req, err := http.NewRequest(http.MethodPost, receiver.base+"/riverui/api/jobs/"+action,
+			strings.NewReader(fmt.Sprintf(`{"ids":["%d"]}`, job)))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Less(t, resp.StatusCode, 300, "River UI %s", action)
+	}
+	riverUI("cancel", jobOf("evt_ui_cancel"))
+	riverUI("delete", jobOf("evt_ui_delete"))
+	_, err := db.SQL.Exec(`DELETE FROM river_job WHERE args->>'event_id' = 'evt_vanished'`)
+	require.NoError(t, err)
+	require.Equal(t, 1, db.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event'`), "only the cancelled job is left")
+
+	worker := startOn(t, db, map[string]string{"LEDGER_SWEEP_INTERVAL": "1s"}, config.RoleWorker)
+	receiver.waitSettled(t, "evt_ui_delete")
+	receiver.waitSettled(t, "evt_vanished")
+	dbtest.Eventually(t, func() bool {
+		return db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_ui_cancel' AND status = 'failed'
+			AND last_error LIKE '%cancelled in River%'`) == 1
+	}, "the cancelled event shows on the Failed page with what River did")
+
+	// An orphan made after the start's sweep is found by a later one.
+	_, err = db.SQL.Exec(`INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload)
+		SELECT namespace, 'evt_orphan_later', provider, source, event_type, payload FROM webhook_event WHERE event_id = 'evt_vanished'`)
+	require.NoError(t, err)
+	receiver.waitSettled(t, "evt_orphan_later")
+	dbtest.Eventually(t, func() bool {
+		return db.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'ledger_sweep' AND state = 'completed'`) >= 3
+	}, "the sweep runs every LEDGER_SWEEP_INTERVAL")
+	m := worker.metrics(t)
+	require.Contains(t, m, `hookledger_ledger_orphans{action="failed"} 1`)
+	require.Contains(t, m, `hookledger_ledger_orphans{action="new_job"} 3`)
+}

@@ -1,0 +1,269 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+	"go.uber.org/zap"
+
+	"github.com/hookledger/hookledger/modules/core/metrics"
+)
+
+// The sweep keeps River and the ledger in agreement. River's own actors
+// change jobs without the ledger: River UI's Cancel and Delete, the
+// rescuer that discards a job after its attempts are spent on crashes,
+// River's cleaner that deletes finished jobs. A claimed row whose apply
+// job they took is an orphan: nothing would ever apply it, and nothing
+// would show it. The sweep, a periodic job the leader runs (and at
+// start), finds claimed rows that no live job carries and, by the
+// lifecycle table, either gives one a new apply job (its job is gone:
+// deleted, lost) or marks it failed with a reason that names what River
+// did (cancelled, given up on), so it shows on the Failed page until an
+// operator requeues or discards it.
+
+// DefaultSweepInterval is LEDGER_SWEEP_INTERVAL's default.
+const DefaultSweepInterval = time.Minute
+
+// sweepPage is how many orphan candidates one sweep statement reads.
+const sweepPage = 500
+
+// SweepReport says what one sweep found and did.
+type SweepReport struct {
+	// NewJobs are orphans whose job was gone, given a new apply job.
+	NewJobs int `json:"new_jobs"`
+	// Failed are orphans whose job River stopped, marked failed.
+	Failed int `json:"failed"`
+}
+
+// orphanCandidatesSQL reads claimed rows (through the partial index of
+// claimed and failed rows) that no live apply job carries, without
+// locking them: nearly every claimed row has its job, and those it finds
+// are locked and checked again (orphanSQL). $1, $2 is the keyset position
+// (received_at, id) after which it reads.
+var orphanCandidatesSQL = `
+	SELECT e.id, e.received_at FROM webhook_event e
+	WHERE e.status = ` + claimedSQL + ` AND (e.received_at, e.id) > ($1, $2)
+		AND NOT EXISTS (SELECT 1 FROM river_job WHERE ` + ownApplyJobOf("e") + ` AND state IN ` + liveStates + `)
+		AND NOT EXISTS (SELECT 1 FROM river_job WHERE ` + batchHoldingOf("e") + ` AND state IN ` + liveStates + `)
+	ORDER BY e.received_at, e.id LIMIT ` + fmt.Sprint(sweepPage)
+
+// lockOrphansSQL locks the candidate rows $1 that are still claimed,
+// skipping any a path holds now (an apply, a requeue: they give the row
+// its job).
+var lockOrphansSQL = `
+	SELECT e.id FROM webhook_event e
+	WHERE e.id = ANY($1) AND ` + guardSQL(ActorRiverLost, "e") + `
+	ORDER BY e.id FOR UPDATE SKIP LOCKED`
+
+// orphanSQL returns those of the locked rows $1 that have no live job,
+// read in a statement after the lock (whose snapshot holds every job a
+// path gave them before it), with the newest apply job that carried each,
+// finished or not: what River did to it.
+var orphanSQL = `
+	SELECT e.id, e.namespace, e.event_id, j.id, j.state::text, j.attempt
+	FROM webhook_event e
+	LEFT JOIN LATERAL (
+		SELECT id, state, attempt FROM (SELECT * FROM river_job
+			WHERE ` + ownApplyJobOf("e") + ` OR ` + batchHoldingOf("e") + ` OFFSET 0) carrying
+		ORDER BY id DESC LIMIT 1) j ON true
+	WHERE e.id = ANY($1)
+		AND NOT EXISTS (SELECT 1 FROM river_job WHERE (` + ownApplyJobOf("e") + ` OR ` + batchHoldingOf("e") + `) AND state IN ` + liveStates + `)`
+
+// ownApplyJobOf and batchHoldingOf are ownApplyJob and batchHolding for
+// the row aliased alias.
+func ownApplyJobOf(alias string) string {
+	return `(kind = 'apply_event' AND args->>'namespace' = ` + alias + `.namespace AND args->>'event_id' = ` + alias + `.event_id)`
+}
+
+func batchHoldingOf(alias string) string {
+	return `(kind = 'apply_batch' AND args->'events' @> jsonb_build_array(jsonb_build_object('namespace', ` + alias + `.namespace::text, 'event_id', ` + alias + `.event_id::text)))`
+}
+
+// failOrphanSQL marks orphan $1 failed with the reason $2 (River's job $3),
+// under the lifecycle table's guard, and adds the reason to its failure
+// log; attempts stay, as no handler ran.
+var failOrphanSQL = `
+	UPDATE webhook_event e
+	SET status = ` + failedSQL + `, failures = failures + 1, failing_since = COALESCE(failing_since, now()), last_error = $2::text,
+		failure_log = jsonb_path_query_array(COALESCE(failure_log, '[]'::jsonb) || jsonb_strip_nulls(jsonb_build_object(
+			'attempt', attempts, 'job_id', NULLIF($3::bigint, 0), 'at', now(), 'error', $2::text)),
+			'$[last-` + fmt.Sprint(maxFailureLog-1) + ` to last]')
+	WHERE id = $1 AND ` + guardSQL(ActorRiverStopped, "e") + `
+	RETURNING true`
+
+// Sweep finds orphans (claimed rows that no live apply job carries) and
+// deals with each by the lifecycle table, in a transaction per page:
+// a row whose newest job River cancelled or discarded becomes failed with
+// a reason naming it; any other (its job deleted, lost, or finished
+// without settling it) gets a new apply job, inserted through jobs. It
+// reports what its statements changed.
+func Sweep(ctx context.Context, db *sql.DB, jobs JobInserter) (SweepReport, error) {
+	var (
+		r     SweepReport
+		after time.Time
+		id    int64
+	)
+	for {
+		rows, err := db.QueryContext(ctx, orphanCandidatesSQL, after, id)
+		if err != nil {
+			return r, fmt.Errorf("sweep: find orphans: %w", err)
+		}
+		var ids []int64
+		for rows.Next() {
+			if err := rows.Scan(&id, &after); err != nil {
+				rows.Close()
+				return r, fmt.Errorf("sweep: find orphans: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return r, fmt.Errorf("sweep: find orphans: %w", err)
+		}
+		if len(ids) == 0 {
+			return r, nil
+		}
+		if err := InTxWithJobs(ctx, db, jobs, func(tx *Tx) error { return sweepPageOf(ctx, tx, ids, &r) }); err != nil {
+			return r, fmt.Errorf("sweep: %w", err)
+		}
+		if len(ids) < sweepPage {
+			return r, nil
+		}
+	}
+}
+
+// orphan is a claimed row no live job carries, and River's newest job
+// that carried it.
+type orphan struct {
+	id       int64
+	key      EventKey
+	jobID    sql.NullInt64
+	jobState sql.NullString
+	attempt  sql.NullInt64
+}
+
+// sweepPageOf deals with the orphans among ids, in tx.
+func sweepPageOf(ctx context.Context, tx *Tx, ids []int64, r *SweepReport) error {
+	locked, err := scanIDs(tx.QueryContext(ctx, lockOrphansSQL, ids))
+	if err != nil || len(locked) == 0 {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, orphanSQL, locked)
+	if err != nil {
+		return err
+	}
+	var orphans []orphan
+	for rows.Next() {
+		var o orphan
+		if err := rows.Scan(&o.id, &o.key.Namespace, &o.key.EventID, &o.jobID, &o.jobState, &o.attempt); err != nil {
+			rows.Close()
+			return err
+		}
+		orphans = append(orphans, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var params []river.InsertManyParams
+	for _, o := range orphans {
+		reason := o.stopped()
+		if reason == "" {
+			params = append(params, river.InsertManyParams{Args: ApplyArgs{Namespace: o.key.Namespace, EventID: o.key.EventID}})
+			continue
+		}
+		var changed bool
+		err := tx.QueryRowContext(ctx, failOrphanSQL, o.id, reason, o.jobID.Int64).Scan(&changed)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("fail orphan %s/%s: %w", o.key.Namespace, o.key.EventID, err)
+		default:
+			r.Failed++
+		}
+	}
+	if err := tx.InsertJobs(ctx, params); err != nil {
+		return err
+	}
+	r.NewJobs += len(params)
+	return nil
+}
+
+// scanIDs reads a column of ids.
+func scanIDs(rows *sql.Rows, err error) ([]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// stopped is the reason an orphan fails when River stopped its job, ""
+// when its job is gone and it gets a new one.
+func (o orphan) stopped() string {
+	switch o.jobState.String {
+	case "cancelled":
+		return fmt.Sprintf("apply job %d was cancelled in River (River UI's Cancel, or River's API) before it applied the event: requeue it to apply it, or discard it", o.jobID.Int64)
+	case "discarded":
+		return fmt.Sprintf("River gave up on apply job %d after %d attempts (crash rescues count as attempts) before it applied the event: requeue it to apply it, or discard it", o.jobID.Int64, o.attempt.Int64)
+	}
+	return ""
+}
+
+// SweepArgs is the ledger sweep's job.
+type SweepArgs struct{}
+
+// Kind names the job in River.
+func (SweepArgs) Kind() string { return "ledger_sweep" }
+
+// SweepWorker runs Sweep.
+type SweepWorker struct {
+	river.WorkerDefaults[SweepArgs]
+	DB      *sql.DB
+	Logger  *zap.Logger
+	Metrics *metrics.Set
+}
+
+// Work sweeps once, inserting new jobs through the River client that runs
+// it, and counts what it found in hookledger_ledger_orphans.
+func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
+	var jobs JobInserter
+	if client, err := river.ClientFromContextSafely[*sql.Tx](ctx); err == nil {
+		jobs = client
+	}
+	r, err := Sweep(ctx, w.DB, jobs)
+	if r.NewJobs > 0 {
+		w.Metrics.LedgerOrphans.WithLabelValues("new_job").Add(float64(r.NewJobs))
+	}
+	if r.Failed > 0 {
+		w.Metrics.LedgerOrphans.WithLabelValues("failed").Add(float64(r.Failed))
+	}
+	if r.NewJobs > 0 || r.Failed > 0 {
+		w.Logger.Warn("claimed events had no apply job in River: given a new job, or marked failed with what River did to theirs",
+			zap.Int("new_jobs", r.NewJobs), zap.Int("failed", r.Failed))
+	}
+	return err
+}
+
+// Timeout bounds one sweep.
+func (w *SweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return 10 * time.Minute }
+
+// SweepPeriodically is the sweep as a periodic job of the leader, run at
+// start too.
+func SweepPeriodically(interval time.Duration) *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(interval),
+		func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true, ID: "ledger_sweep"})
+}
