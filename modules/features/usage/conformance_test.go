@@ -13,9 +13,9 @@ import (
 )
 
 // TestConformance runs the ledger's suite on the usage events of the
-// corpus and on more of several customers and metrics: each event adds
-// its quantity exactly once, whatever the order, the batching, the
-// duplicates, the forced re-applies or the concurrency.
+// corpus and on more of several customers and metrics, enveloped and
+// verbatim: each event adds its quantity exactly once, whatever the order,
+// the batching, the duplicates, the forced re-applies or the concurrency.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	events := ledgertest.Events(ledgertest.Corpus(t, func(p, typ string) bool { return p == "standard" && typ == "usage.recorded" }))
@@ -29,19 +29,33 @@ func TestConformance(t *testing.T) {
 		events = append(events, ledgertest.Event{Provider: "standard", ID: fmt.Sprintf("msg_conf_%d", i), Type: "usage.recorded",
 			Payload: recorded(r.customer, r.metric, r.qty)})
 	}
+	// A sender that publishes its data verbatim feeds the same totals.
+	for i, r := range []struct {
+		customer, metric string
+		qty              int
+	}{{"cus_conf_a", "api_calls", 17}, {"cus_conf_d", "seats", 3}} {
+		events = append(events, ledgertest.Event{Provider: "standard", ID: fmt.Sprintf("msg_conf_verbatim_%d", i), Type: "usage.recorded",
+			Payload: []byte(fmt.Sprintf(`{"customer_id":%q,"metric":%q,"quantity":%d}`, r.customer, r.metric, r.qty))})
+	}
+	type data struct {
+		CustomerID string `json:"customer_id"`
+		Metric     string `json:"metric"`
+		Quantity   int    `json:"quantity"`
+	}
 	want := map[string]int{}
 	for _, ev := range events {
 		var body struct {
-			Data struct {
-				CustomerID string `json:"customer_id"`
-				Metric     string `json:"metric"`
-				Quantity   int    `json:"quantity"`
-			} `json:"data"`
+			data
+			Data *data `json:"data"`
 		}
 		require.NoError(t, json.Unmarshal(ev.Payload, &body), ev.ID)
-		want[body.Data.CustomerID+"/"+body.Data.Metric] += body.Data.Quantity
+		d := body.data
+		if body.Data != nil {
+			d = *body.Data
+		}
+		want[d.CustomerID+"/"+d.Metric] += d.Quantity
 	}
-	require.Equal(t, 16, want["cus_conf_a/api_calls"])
+	require.Equal(t, 33, want["cus_conf_a/api_calls"])
 
 	ledgertest.Conformance(t, ledgertest.Module{
 		Register: func(h *ledgertest.Harness) { usage.Register(h.Registry) },

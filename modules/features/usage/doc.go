@@ -2,9 +2,12 @@
 //
 // It owns the usage_total and usage_delta tables (ent/schema/usage_total.go,
 // usage_delta.go) and handles usage.recorded events from Standard Webhooks
-// sources: envelope {"type","timestamp","data":{"customer_id","metric",
-// "quantity"}}, event id the webhook-id header. Each event adds its quantity
-// to (namespace, customer_id, metric).
+// sources, event id the webhook-id header, in either of two shapes: the
+// envelope {"type","timestamp","data":{"customer_id","metric","quantity"}},
+// or the data alone, {"customer_id","metric","quantity"}, as a sender that
+// publishes its data verbatim (Hookdeck Outpost) sends it with the type in
+// webhook-topic. A body of neither shape fails for good, its failure naming
+// both. Each event adds its quantity to (namespace, customer_id, metric).
 //
 // A delta has no version to compare: a receiver without a ledger counts a
 // retried delivery twice. Here the ledger claims each webhook-id once, and

@@ -27,20 +27,52 @@ type module struct {
 
 // Recorded is the data of a usage.recorded event.
 type Recorded struct {
-	CustomerID string `field:"data.customer_id"`
-	Metric     string `field:"data.metric"`
-	Quantity   int64  `field:"data.quantity"`
+	CustomerID string
+	Metric     string
+	Quantity   int64
 }
 
-var recordedFields = provider.FieldsOf[Recorded]()
+// shapes are the two bodies a usage.recorded event comes in: the
+// envelope {"type","timestamp","data":{...}} of the Standard Webhooks
+// specification, and the data alone, as a sender that publishes its data
+// verbatim (Hookdeck Outpost) sends it, its type in webhook-topic.
+type shapes struct {
+	EnvelopedCustomerID string `field:"data.customer_id"`
+	EnvelopedMetric     string `field:"data.metric"`
+	EnvelopedQuantity   int64  `field:"data.quantity"`
+	CustomerID          string `field:"customer_id"`
+	Metric              string `field:"metric"`
+	Quantity            int64  `field:"quantity"`
+}
+
+var shapeFields = provider.FieldsOf[shapes]()
+
+// errShape is the failure of a body of neither shape.
+var errShape = errors.New(`usage.recorded needs customer_id and metric: ` +
+	`enveloped {"type","timestamp","data":{"customer_id","metric","quantity"}} ` +
+	`or verbatim {"customer_id","metric","quantity"}`)
+
+// read reads a usage.recorded body of either shape. The envelope is read
+// first: its data names the customer and the metric in every body of that
+// shape, whatever else the body carries.
+func read(payload []byte) (Recorded, error) {
+	s, err := shapeFields.Read(payload)
+	if err != nil {
+		return Recorded{}, fmt.Errorf("decode usage.recorded: %w", err)
+	}
+	switch {
+	case s.EnvelopedCustomerID != "" && s.EnvelopedMetric != "":
+		return Recorded{s.EnvelopedCustomerID, s.EnvelopedMetric, s.EnvelopedQuantity}, nil
+	case s.CustomerID != "" && s.Metric != "":
+		return Recorded{s.CustomerID, s.Metric, s.Quantity}, nil
+	}
+	return Recorded{}, errShape
+}
 
 func (m *module) apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	r, err := recordedFields.Read(ev.Payload)
+	r, err := read(ev.Payload)
 	if err != nil {
-		return ledger.Permanent(fmt.Errorf("decode usage.recorded: %w", err))
-	}
-	if r.CustomerID == "" || r.Metric == "" {
-		return ledger.Permanent(fmt.Errorf("usage.recorded without customer_id or metric"))
+		return ledger.Permanent(err)
 	}
 	return m.record(ctx, tx, ev, r)
 }

@@ -181,3 +181,36 @@ func TestUpgradeKeepsEarlierDeltas(t *testing.T) {
 	}))
 	require.Equal(t, 5, db.Count(t, `SELECT quantity FROM usage_total WHERE customer_id = 'cus_up'`), "re-applied, not added again")
 }
+
+// TestVerbatimUsage: a sender that publishes its data verbatim (Hookdeck
+// Outpost: the body is {"customer_id","metric","quantity"}, the type comes
+// from webhook-topic) is counted as the envelope is, and the two shapes
+// feed one total.
+func TestVerbatimUsage(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	require.NoError(t, h.Deliver(t, "standard", "msg_v1", "usage.recorded",
+		[]byte(`{"customer_id":"cus_v","metric":"api_calls","quantity":4}`)))
+	require.NoError(t, h.Deliver(t, "standard", "msg_v2", "usage.recorded", recorded("cus_v", "api_calls", 3)))
+	require.Equal(t, 7, total(t, h, "cus_v", "api_calls"))
+	require.Equal(t, 2, h.DB.Count(t, `SELECT count(*) FROM usage_delta WHERE customer_id = 'cus_v'`))
+}
+
+// TestUsageOfNeitherShape: a body that is neither the envelope nor the
+// verbatim data fails for good (no retry), and its failure says what the module reads.
+func TestUsageOfNeitherShape(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	for id, body := range map[string]string{
+		"msg_n1": `{"type":"usage.recorded","data":{"quantity":1}}`,
+		"msg_n2": `{"customer":"cus_n","count":2}`,
+		"msg_n3": `{"customer_id":"cus_n","quantity":2}`,
+	} {
+		err := h.Deliver(t, "standard", id, "usage.recorded", []byte(body))
+		require.Error(t, err, body)
+		require.ErrorContains(t, err, `{"type","timestamp","data":{"customer_id","metric","quantity"}}`, body)
+		require.ErrorContains(t, err, `verbatim {"customer_id","metric","quantity"}`, body)
+		require.True(t, ledger.IsPermanent(err), "no retry can fix %s", body)
+	}
+	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM usage_total`))
+}
