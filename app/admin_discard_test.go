@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/app"
 )
 
 // discardPlanEvent is a Stripe subscription event of its own subscription with
@@ -195,7 +197,7 @@ func TestDiscardedRequeuedOneByOne(t *testing.T) {
 	lift()
 	s.waitSettled(t, "evt_disc_one")
 
-	unhandled := []byte(fmt.Sprintf(`{"id":"evt_disc_unhandled","type":"invoice.created","created":%d,"data":{"object":{"id":"in_1"}}}`, time.Now().Unix()))
+	unhandled := []byte(fmt.Sprintf(`{"id":"evt_disc_unhandled","type":%q,"created":%d,"data":{"object":{"id":"in_1"}}}`, app.UnhandledType, time.Now().Unix()))
 	code, _ = s.post(t, "/webhooks/stripe", unhandled, signed(unhandled, time.Now()))
 	require.Equal(t, http.StatusOK, code)
 	s.waitSettled(t, "evt_disc_unhandled")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookledger/hookledger/app"
 	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 )
 
@@ -105,7 +106,7 @@ func TestAdminEventsAPI(t *testing.T) {
 
 	now := time.Now()
 	for i := range 5 {
-		body := []byte(fmt.Sprintf(`{"id":"evt_list_%d","type":"invoice.created","created":%d,"data":{"object":{"id":"in_%d"}}}`, i, now.Unix(), i))
+		body := []byte(fmt.Sprintf(`{"id":"evt_list_%d","type":%q,"created":%d,"data":{"object":{"id":"in_%d"}}}`, i, app.UnhandledType, now.Unix(), i))
 		code, _ := s.post(t, "/webhooks/stripe", body, signed(body, now))
 		require.Equal(t, http.StatusOK, code)
 	}
@@ -116,7 +117,7 @@ func TestAdminEventsAPI(t *testing.T) {
 	var seen []string
 	next := ""
 	for page := 0; ; page++ {
-		path := "/admin/events?limit=2&status=settled&type=invoice.created"
+		path := "/admin/events?limit=2&status=settled&type=" + app.UnhandledType
 		if next != "" {
 			path += "&after=" + next
 		}
@@ -154,7 +155,7 @@ func TestAdminEventsAPI(t *testing.T) {
 	ev := out["event"].(map[string]any)
 	require.Equal(t, "settled", ev["status"])
 	require.Equal(t, "evt_list_3", ev["payload"].(map[string]any)["id"])
-	require.Equal(t, []any{}, ev["handlers"], "no module handles invoice.created")
+	require.Equal(t, []any{}, ev["handlers"], "no module handles the reserved type")
 	require.Equal(t, []any{}, ev["failures"])
 	require.NotContains(t, ev, "discard_reason")
 	job := out["job"].(map[string]any)

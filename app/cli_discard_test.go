@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/app"
 )
 
 // listLine is the line of `events list` output that names id.
@@ -33,7 +35,7 @@ func TestEventsDiscardCommand(t *testing.T) {
 	ok := discardPlanEvent("evt_cli_ok", "price_pro")
 	code, _ := s.post(t, "/webhooks/stripe", ok, signed(ok, time.Now()))
 	require.Equal(t, http.StatusOK, code)
-	unhandled := []byte(fmt.Sprintf(`{"id":"evt_cli_unhandled","type":"invoice.created","created":%d,"data":{"object":{"id":"in_1"}}}`, time.Now().Unix()))
+	unhandled := []byte(fmt.Sprintf(`{"id":"evt_cli_unhandled","type":%q,"created":%d,"data":{"object":{"id":"in_1"}}}`, app.UnhandledType, time.Now().Unix()))
 	code, _ = s.post(t, "/webhooks/stripe", unhandled, signed(unhandled, time.Now()))
 	require.Equal(t, http.StatusOK, code)
 	s.waitSettled(t, "evt_cli_ok")
