@@ -69,3 +69,34 @@ func TestRiverUIActionsCannotStrandAnEvent(t *testing.T) {
 	require.Contains(t, m, `hookledger_ledger_orphans{action="failed"} 1`)
 	require.Contains(t, m, `hookledger_ledger_orphans{action="new_job"} 3`)
 }
+
+// TestLogOnlyRedeliveryOfADiscardedPoisonEvent: under CLAIM_MODE=log-only,
+// a poison event an operator discarded and its provider then delivers
+// again is answered duplicate and stays discarded: no job, no snooze, no
+// handler run, also once the handler would succeed.
+func TestLogOnlyRedeliveryOfADiscardedPoisonEvent(t *testing.T) {
+	t.Parallel()
+	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken, "CLAIM_MODE": "log-only"})
+	lift := refuseBrokenPlan(t, s)
+	body := discardPlanEvent("evt_lo_poison", "price_broken")
+	code, _ := s.post(t, "/webhooks/stripe", body, signed(body, time.Now()))
+	require.Equal(t, http.StatusOK, code)
+	parkRetries(t, s, "evt_lo_poison")
+	code, out := s.post(t, "/admin/events/evt_lo_poison/discard", discardBody("plan retired"), discardHeaders(bearer(adminToken)))
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	jobs := s.db.Count(t, `SELECT count(*) FROM river_job WHERE args->>'event_id' = 'evt_lo_poison'`)
+
+	for _, fixed := range []bool{false, true} {
+		if fixed {
+			lift()
+		}
+		code, out = s.post(t, "/webhooks/stripe", body, signed(body, time.Now()))
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "duplicate", out["status"])
+	}
+	require.Equal(t, "discarded", status(t, s, "evt_lo_poison"))
+	require.Equal(t, jobs, s.db.Count(t, `SELECT count(*) FROM river_job WHERE args->>'event_id' = 'evt_lo_poison'`), "no job applies it")
+	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM river_job WHERE args->>'event_id' = 'evt_lo_poison'
+		AND state IN ('available', 'scheduled', 'retryable', 'running', 'pending')`))
+	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM subscription WHERE external_id = 'sub_evt_lo_poison'`), "never applied")
+}

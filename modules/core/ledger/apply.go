@@ -119,9 +119,18 @@ func flushStaged(ctx context.Context, tx *Tx) error {
 	if tx.writes == nil {
 		return nil
 	}
-	return runHandler(ctx, tx, func(ctx context.Context, tx *Tx, _ *Event) error {
+	err := runHandler(ctx, tx, func(ctx context.Context, tx *Tx, _ *Event) error {
 		return flushWrites(ctx, tx)
 	}, nil)
+	var named *HandlerError
+	if err != nil && !errors.As(err, &named) {
+		// Abandoned at the apply's end, or stopped in the key locks: the
+		// failure is the Writes' whose flush ran, and says so.
+		if name := tx.flushing.Load(); name != nil {
+			return &HandlerError{Handler: *name, Err: err}
+		}
+	}
+	return err
 }
 
 // applyPlanSQL opens every apply transaction (planApply), for the
@@ -141,8 +150,23 @@ func flushStaged(ctx context.Context, tx *Tx) error {
 // 0.5 ms by index; TestLockPlanIgnoresStaleStats). With sequential scans,
 // hash and merge joins off, the only plan left is a probe per key, which
 // is right for a batch on a ledger of any size.
-const applyPlanSQL = `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off; ` +
-	`SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off`
+var applyPlanSQL = `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off; ` +
+	`SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; ` +
+	`SET LOCAL lock_timeout = ` + applyLockTimeoutSQL
+
+// ApplyLockTimeout bounds how long any statement of an apply, the
+// handlers' and their staged writes' included, waits for a lock
+// (PostgreSQL's lock_timeout, for the apply's transaction only). A
+// business row that a long report query, a migration or a hot customer
+// holds then delays only the events that write it: a batch that meets it
+// gives way and splits into one job per event, and the event that writes
+// it waits for the lock in a job of its own, snoozed between tries
+// (contention is not an attempt), while the others settle. Without it, a
+// batch would wait out ApplyTimeout and hold a worker meanwhile.
+const ApplyLockTimeout = 3 * time.Second
+
+// applyLockTimeoutSQL is ApplyLockTimeout as a PostgreSQL literal.
+var applyLockTimeoutSQL = "'" + strconv.FormatInt(ApplyLockTimeout.Milliseconds(), 10) + "ms'"
 
 // unplanApplySQL gives the rest of the apply transaction, its handlers and
 // their writes, the planner settings it would have had without

@@ -225,7 +225,8 @@ func guardSQL(actor Actor, alias string) string {
 type JobRule struct {
 	State State
 	// MinLive and MaxLive bound the live jobs that will still apply the
-	// event (not counting a running one that already passed it).
+	// event (not counting a running one that already passed it); a
+	// negative MaxLive is no bound.
 	MinLive, MaxLive int
 	Says             string
 }
@@ -235,7 +236,7 @@ var JobRules = []JobRule{
 	{StateClaimed, 1, 1, "exactly one live job will apply it"},
 	{StateProcessing, 1, 1, "its running job (inside the apply's transaction only)"},
 	{StateFailed, 0, 1, "a retry pending, or none: failed for good, River gave up, or its job was stopped in River"},
-	{StateSettled, 0, 1, "none, or one forced re-apply; any other finds it settled and skips it"},
+	{StateSettled, 0, -1, "none, or forced re-applies (a forced requeue, each duplicate under log-only); any other finds it settled and skips it"},
 	{StateDiscarded, 0, 0, "none of its own; a batch that holds it skips it"},
 	{StateErased, 0, 0, "none"},
 	{StatePruned, 0, 0, "none"},
@@ -259,7 +260,10 @@ func LifecycleMarkdown() string {
 	b.WriteString("\n| state | live apply jobs | |\n|---|---|---|\n")
 	for _, r := range JobRules {
 		n := fmt.Sprintf("%d", r.MinLive)
-		if r.MaxLive != r.MinLive {
+		switch {
+		case r.MaxLive < 0:
+			n = fmt.Sprintf("%d or more", r.MinLive)
+		case r.MaxLive != r.MinLive:
 			n = fmt.Sprintf("%d or %d", r.MinLive, r.MaxLive)
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.State, n, r.Says)

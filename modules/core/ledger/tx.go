@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
@@ -26,6 +27,9 @@ type Tx struct {
 	// writes holds what the handlers put in Writes until the transaction
 	// writes them (flushWrites); nil when they put nothing.
 	writes *pendingWrites
+	// flushing names the Writes whose flush runs now ("module.Flush"),
+	// for a flush that is still running when the apply's time ends.
+	flushing atomic.Pointer[string]
 }
 
 // JobInserter inserts River jobs inside a transaction; *river.Client is one.

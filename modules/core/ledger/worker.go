@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -333,9 +334,21 @@ func (a *Applier) report(ctx context.Context, r *applyRun, f *failure) error {
 		// River tells a shutdown from a failure by context.Canceled in the
 		// chain, whatever the handler wrapped.
 		return fmt.Errorf("%w: %v", context.Canceled, f.err)
+	case f.kind == failedOutage && isContention(f.err) && (len(r.own) > 1 || len(r.absorbed) > 0):
+		// A batch that met a lock (ApplyLockTimeout) or a deadlock: the
+		// lock is one event's business, so each event goes on in a job
+		// of its own, and only the one that writes the locked row waits.
+		if err := a.split(ctx, r, ids(r.absorbed)); err != nil {
+			log.Warn("batch apply gave way to a concurrent transaction and could not be split; retrying soon", zap.Error(f.err), zap.NamedError("split_error", err))
+			return river.JobSnooze(outageDelay)
+		}
+		log.Info("batch apply gave way to a concurrent transaction (deadlock, serialization or lock wait); split into one job per event", zap.Error(f.err))
+		return nil
 	case f.kind == failedOutage && isContention(f.err):
-		log.Info("apply gave way to a concurrent transaction (deadlock, serialization or lock wait); retrying soon, not counted as an attempt", zap.Error(f.err))
-		return river.JobSnooze(outageDelay)
+		d := contentionDelay(r.job)
+		log.Info("apply gave way to a concurrent transaction (deadlock, serialization or lock wait); retrying later, not counted as an attempt",
+			zap.Error(f.err), zap.Duration("retry_in", d))
+		return river.JobSnooze(d)
 	case f.kind == failedOutage:
 		log.Warn("database unavailable during apply; retrying soon, not counted as an attempt", zap.Error(f.err))
 		return river.JobSnooze(outageDelay)
@@ -404,6 +417,18 @@ func (a *Applier) discarded(ctx context.Context, k EventKey) bool {
 	err := a.DB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_event WHERE namespace = $1 AND event_id = $2 AND status = `+discardedSQL+`)`,
 		k.Namespace, k.EventID).Scan(&yes)
 	return err == nil && yes
+}
+
+// contentionDelay is the wait before an event's apply that met a lock
+// tries again: outageDelay, doubling with each snooze of the job, at most
+// a minute, so that an event whose business row stays locked holds a
+// worker for ApplyLockTimeout ever more rarely.
+func contentionDelay(job *rivertype.JobRow) time.Duration {
+	var m struct {
+		Snoozes int `json:"snoozes"`
+	}
+	_ = json.Unmarshal(job.Metadata, &m)
+	return min(outageDelay<<min(m.Snoozes, 5), time.Minute)
 }
 
 // countFailure counts a failure of the events (not an outage's or a

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"reflect"
 	"slices"
+	"strings"
 )
 
 // Write is a module's write to one of its tables, staged by its handlers
@@ -148,6 +149,8 @@ type pendingWrites struct {
 // batch is one Write's values in a transaction.
 type batch interface {
 	owner() any
+	// name is the Write's name, "module.Flush".
+	name() string
 	order() int
 	// prepare sorts the batch's keys and appends their locks to locks.
 	prepare(locks []int32) []int32
@@ -193,14 +196,20 @@ func flushWrites(ctx context.Context, tx *Tx) error {
 	batches := tx.writes.batches
 	tx.writes = nil
 	slices.SortStableFunc(batches, func(a, b batch) int { return a.order() - b.order() })
-	var locks []int32
+	var (
+		locks []int32
+		names []string
+	)
 	for _, b := range batches {
 		locks = b.prepare(locks)
+		names = append(names, b.name())
 	}
+	tx.flushing.Store(new(strings.Join(names, ", ")))
 	if err := lockWriteKeys(ctx, tx, locks); err != nil {
 		return err
 	}
 	for _, b := range batches {
+		tx.flushing.Store(new(b.name()))
 		if err := b.write(ctx, tx); err != nil {
 			return err
 		}
@@ -253,8 +262,9 @@ type slot[K comparable, V any] struct {
 	enc   []byte
 }
 
-func (b *writeBatch[K, V]) owner() any { return b.w }
-func (b *writeBatch[K, V]) order() int { return b.w.rank }
+func (b *writeBatch[K, V]) owner() any   { return b.w }
+func (b *writeBatch[K, V]) name() string { return b.w.name }
+func (b *writeBatch[K, V]) order() int   { return b.w.rank }
 
 func (b *writeBatch[K, V]) prepare(locks []int32) []int32 {
 	b.sorted = make([]int, len(b.slots))
