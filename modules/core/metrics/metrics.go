@@ -56,6 +56,9 @@ type Set struct {
 	// LedgerOrphans counts the claimed events the ledger's sweep found
 	// with no live apply job in River, by what it did (new_job, failed).
 	LedgerOrphans *prometheus.CounterVec
+	// PayloadsUnreadable is how many of the newest stored payloads name a
+	// key PAYLOAD_KEYS lacks, as start-up found them.
+	PayloadsUnreadable prometheus.Gauge
 }
 
 // New registers a fresh Set, with Go runtime and process collectors.
@@ -132,6 +135,10 @@ func New() *Set {
 			Name: "hookledger_ledger_orphans",
 			Help: "Claimed events the ledger's sweep found with no live apply job in River (cancelled or deleted in River UI, given up on by the rescuer, lost), by what it did: new_job (the job was gone) or failed (River stopped it; the reason is on the row).",
 		}, []string{"action"}),
+		PayloadsUnreadable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookledger_payloads_unreadable",
+			Help: "Stored payloads among the 1,000 newest rows sealed by a key PAYLOAD_KEYS lacks, counted at start-up; their events fail to apply until the key is back. hookledger payloads check lists every payload no key opens.",
+		}),
 	}
 	s.Registry.MustRegister(
 		collectors.NewGoCollector(),
@@ -139,7 +146,7 @@ func New() *Set {
 		s.Deliveries, s.ClaimSeconds, s.Applies, s.ApplySeconds, s.StaleSkipped, s.VersionTies, s.WouldSkip,
 		s.SignatureFailures, s.BodyBytesInFlight, s.AdminRefusals,
 		s.AllowlistRefusals, s.PublishedIPsAge, s.PublishedIPsStale, s.LateClaims, s.DuplicateMismatches,
-		s.DriftObjects, s.LedgerOrphans,
+		s.DriftObjects, s.LedgerOrphans, s.PayloadsUnreadable,
 	)
 	return s
 }
