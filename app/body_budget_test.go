@@ -130,14 +130,16 @@ func TestSlowBodiesDoNotStarveDeliveries(t *testing.T) {
 
 // TestClientShareOfBodyBudget: one client address holds at most a quarter
 // of the budget. Its connections past that get 503 with Retry-After, and
-// other addresses are served meanwhile; past the budget itself every
-// address gets 503 with Retry-After; once the bodies are gone, all are
-// served again.
+// other addresses are served meanwhile. Large bodies that fill the open
+// part of the budget leave the slice kept for small ones, so a small
+// delivery is still claimed; once small bodies fill that too every address
+// gets 503 with Retry-After; once the bodies are gone, all are served
+// again.
 func TestClientShareOfBodyBudget(t *testing.T) {
 	t.Parallel()
 	const mib = 1 << 20
 	s := start(t, map[string]string{
-		"MAX_INFLIGHT_BODY_BYTES": strconv.Itoa(8 * mib), // 2 MiB a client
+		"MAX_INFLIGHT_BODY_BYTES": strconv.Itoa(8 * mib), // 2 MiB a client, 1 MiB kept for small bodies
 		"TRUSTED_PROXIES":         "127.0.0.1/32",
 		"HTTP_READ_TIMEOUT":       "5m",
 	})
@@ -157,9 +159,21 @@ func TestClientShareOfBodyBudget(t *testing.T) {
 	s.deliver(t, largeEvent(t, "evt_other_address", 900<<10), "198.51.100.9", http.StatusOK)
 	s.deliver(t, largeEvent(t, "evt_direct", 900<<10), "", http.StatusOK)
 
-	// Three more addresses fill the budget itself: everyone waits.
-	for _, client := range []string{"192.0.2.1", "192.0.2.2", "192.0.2.3"} {
+	// Large bodies from more addresses fill the open 7 MiB: large ones
+	// wait, small ones are served.
+	for _, client := range []string{"192.0.2.1", "192.0.2.2"} {
 		held = append(held, openSlow(t, s, mib, 600<<10, client), openSlow(t, s, mib, 600<<10, client))
+	}
+	held = append(held, openSlow(t, s, mib, 600<<10, "192.0.2.3"))
+	dbtest.Eventually(t, func() bool { return s.metricValue(t, bodyBytesInFlight) == 7*mib },
+		"in flight %v", s.metricValue(t, bodyBytesInFlight))
+	openRefused(t, s, mib, "192.0.2.9")
+	s.deliver(t, subEvent("evt_small_beside_large", "active", time.Now().Unix()), "192.0.2.9", http.StatusOK)
+
+	// Small bodies fill their slice (16 of 64 KiB, 40 KiB arrived each):
+	// everyone waits.
+	for range 16 {
+		held = append(held, openSlow(t, s, 64<<10, 40<<10, "192.0.2.4"))
 	}
 	dbtest.Eventually(t, func() bool { return s.metricValue(t, bodyBytesInFlight) == 8*mib },
 		"in flight %v", s.metricValue(t, bodyBytesInFlight))
@@ -171,5 +185,5 @@ func TestClientShareOfBodyBudget(t *testing.T) {
 	}
 	dbtest.Eventually(t, func() bool { return s.metricValue(t, bodyBytesInFlight) == 0 }, "released")
 	s.deliver(t, subEvent("evt_attacker_address", "active", time.Now().Unix()), attacker, http.StatusOK)
-	require.Equal(t, 3, s.db.Count(t, `SELECT count(*) FROM webhook_event`))
+	require.Equal(t, 4, s.db.Count(t, `SELECT count(*) FROM webhook_event`))
 }

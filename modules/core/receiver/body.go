@@ -4,25 +4,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-var (
-	// errOverBudget is returned when the server already holds as many body
-	// bytes as its budget allows.
-	errOverBudget = errors.New("request-body budget exhausted")
-	// errClientOverBudget is returned when one client address already holds
-	// its share of the budget.
-	errClientOverBudget = errors.New("request-body budget of this client address exhausted")
-	// errTooSlow is returned when a body arrives slower than the minimum
-	// data rate once its grace period is over; the connection is closed.
-	errTooSlow = errors.New("request body arriving too slowly")
-)
+// errTooSlow is returned when a body arrives slower than the minimum data
+// rate once its grace period is over; the connection is closed.
+var errTooSlow = errors.New("request body arriving too slowly")
 
 const (
 	// firstChunk is what a delivery reserves, and allocates, before its
@@ -38,89 +27,7 @@ const (
 	// arrive at after bodyGrace: with the default limits, any body slower
 	// than this would take longer than HTTP_READ_TIMEOUT anyway.
 	bodyMinRate = 1 << 10
-	// clientShare is the part of the budget one client address may hold
-	// (never less than one body of the limit).
-	clientShare = 4
 )
-
-// budget bounds the body bytes that in-flight deliveries hold. A delivery
-// reserves its bytes in chunks as they arrive (never its declared length up
-// front) and releases them when it is answered; a reservation that does not
-// fit the budget, or the share of it one client address may hold, is
-// refused at once. A crowd of clients that declare large bodies and send
-// little holds little, and one client address cannot take the whole budget.
-type budget struct {
-	mu        sync.Mutex
-	max       int64
-	perClient int64
-	used      int64
-	byClient  map[string]int64
-	gauge     prometheus.Gauge
-}
-
-func newBudget(total, limit int64, gauge prometheus.Gauge) *budget {
-	if total <= 0 {
-		total = limit
-	}
-	return &budget{
-		max:       total,
-		perClient: min(total, max(limit, total/clientShare)),
-		byClient:  map[string]int64{},
-		gauge:     gauge,
-	}
-}
-
-func (b *budget) reserve(client string, n int64) error {
-	if n == 0 {
-		return nil
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.used+n > b.max {
-		return errOverBudget
-	}
-	if b.byClient[client]+n > b.perClient {
-		return errClientOverBudget
-	}
-	b.used += n
-	b.byClient[client] += n
-	b.setGauge()
-	return nil
-}
-
-func (b *budget) release(client string, n int64) {
-	if n == 0 {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.used -= n
-	if b.byClient[client] -= n; b.byClient[client] <= 0 {
-		delete(b.byClient, client)
-	}
-	b.setGauge()
-}
-
-func (b *budget) setGauge() {
-	if b.gauge != nil {
-		b.gauge.Set(float64(b.used))
-	}
-}
-
-// clientKey is what the per-client share is counted under: the client
-// address, and for IPv6 its /64, which one client usually holds whole.
-func clientKey(ip string) string {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return ip
-	}
-	a = a.Unmap()
-	if a.Is4() {
-		return a.String()
-	}
-	p, _ := a.WithZone("").Prefix(64)
-	return p.String()
-}
 
 // bodyReader reads delivery bodies within their source's limit, the
 // budget and the minimum data rate.
@@ -130,8 +37,9 @@ type bodyReader struct {
 	minRate int64 // bytes per second
 }
 
-// read reads at most limit bytes of r's body for the client address: a
-// declared Content-Length past the limit is refused unread, and an
+// read reads at most limit bytes of r's body for the client address, a
+// delivery to source (trusted: the client is in the source's allow_ips):
+// a declared Content-Length past the limit is refused unread, and an
 // undeclared body is cut off while reading. Memory and the budget grow with
 // the bytes that actually arrive, never with what the client declares: a
 // first chunk, then twice the buffer each time a byte past it arrives, up
@@ -140,7 +48,7 @@ type bodyReader struct {
 // connection can no longer be read, and must be closed). release
 // must be called once the body is no longer needed (it is a no-op after an
 // error).
-func (br *bodyReader) read(w http.ResponseWriter, r *http.Request, client string, limit int64) (body []byte, release func(), err error) {
+func (br *bodyReader) read(w http.ResponseWriter, r *http.Request, client, source string, trusted bool, limit int64) (body []byte, release func(), err error) {
 	if r.ContentLength > limit {
 		return nil, func() {}, &http.MaxBytesError{Limit: limit}
 	}
@@ -148,7 +56,7 @@ func (br *bodyReader) read(w http.ResponseWriter, r *http.Request, client string
 	if r.ContentLength >= 0 {
 		want = r.ContentLength
 	}
-	h := &hold{budget: br.budget, client: clientKey(client)}
+	h := &hold{budget: br.budget, client: clientKey(client), source: source, small: want <= smallBody, trusted: trusted}
 	var once sync.Once
 	release = func() { once.Do(h.release) }
 	p := startPace(w, br.grace, br.minRate)
@@ -161,26 +69,6 @@ func (br *bodyReader) read(w http.ResponseWriter, r *http.Request, client string
 		return nil, func() {}, err
 	}
 	return body, release, nil
-}
-
-// hold is what one delivery holds of the budget.
-type hold struct {
-	budget *budget
-	client string
-	n      int64
-}
-
-func (h *hold) grow(n int64) error {
-	if err := h.budget.reserve(h.client, n); err != nil {
-		return err
-	}
-	h.n += n
-	return nil
-}
-
-func (h *hold) release() {
-	h.budget.release(h.client, h.n)
-	h.n = 0
 }
 
 // readAll reads r to its end, at most want bytes (r itself enforces the

@@ -65,7 +65,7 @@ func (s *testServer) inFlight() int64 {
 	b := s.h.body.budget
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.used
+	return b.inUse()
 }
 
 // waitInFlight waits until the budget in use is want.
@@ -189,13 +189,16 @@ func TestBudgetFollowsArrivedBytes(t *testing.T) {
 // the budget (at least one body of the limit), and an IPv6 client its /64;
 // past its share, or past the budget, a delivery gets 503 with
 // Retry-After before its body is read, while other clients are served.
+// Large bodies that fill the open part of the budget leave the slice kept
+// for small ones: a small delivery is still served, until small bodies
+// fill that too.
 func TestClientShareAndBudget(t *testing.T) {
 	t.Parallel()
 	const mib = 1 << 20
-	s := serve(t, Config{MaxBodyBytes: mib, BodyBudget: 8 * mib, bodyGrace: time.Hour}) // 2 MiB a client
-	refused := func(client string) {
+	s := serve(t, Config{MaxBodyBytes: mib, BodyBudget: 8 * mib, bodyGrace: time.Hour}) // 2 MiB a client, 1 MiB for small bodies
+	refused := func(declared int, client string) {
 		t.Helper()
-		resp := answer(t, s.start(t, mib, 0, client))
+		resp := answer(t, s.start(t, declared, 0, client))
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, client)
 		require.Equal(t, "1", resp.Header.Get("Retry-After"))
 	}
@@ -204,23 +207,32 @@ func TestClientShareAndBudget(t *testing.T) {
 	s.start(t, mib, 600<<10, "203.0.113.7")
 	s.start(t, mib, 600<<10, "203.0.113.7")
 	s.waitInFlight(t, 2*mib)
-	refused("203.0.113.7")
+	refused(mib, "203.0.113.7")
 	require.Equal(t, http.StatusOK, s.post(t, event(t, "evt_other_client", 900<<10), "198.51.100.9", false).StatusCode)
 
 	// IPv6: the /64 is one client.
 	s.start(t, mib, 600<<10, "2001:db8:0:1::a")
 	s.start(t, mib, 600<<10, "2001:db8:0:1::b")
 	s.waitInFlight(t, 4*mib)
-	refused("2001:db8:0:1::c")
+	refused(mib, "2001:db8:0:1::c")
 	require.Equal(t, http.StatusOK, s.post(t, event(t, "evt_other_prefix", 900<<10), "2001:db8:0:2::a", false).StatusCode)
 
-	// The budget itself: two more clients fill it, and everyone waits.
-	for _, client := range []string{"192.0.2.1", "192.0.2.2"} {
-		s.start(t, mib, 600<<10, client)
-		s.start(t, mib, 600<<10, client)
+	// Large bodies fill the open 7 MiB: large ones wait, small ones do not.
+	s.start(t, mib, 600<<10, "192.0.2.1")
+	s.start(t, mib, 600<<10, "192.0.2.1")
+	s.start(t, mib, 600<<10, "192.0.2.2")
+	s.waitInFlight(t, 7*mib)
+	refused(mib, "192.0.2.3")
+	require.Equal(t, http.StatusOK, s.post(t, event(t, "evt_small_beside_large", 2000), "192.0.2.3", false).StatusCode)
+
+	// Small bodies fill their slice (64 KiB each, 40 KiB arrived): now
+	// everyone waits.
+	for range 16 { // 16 x 64 KiB: the small slice
+		s.start(t, 64<<10, 40<<10, "192.0.2.4")
 	}
 	s.waitInFlight(t, 8*mib)
-	refused("192.0.2.3")
+	require.Equal(t, http.StatusServiceUnavailable, s.post(t, event(t, "evt_small_budget_full", 2000), "192.0.2.5", false).StatusCode)
+	refused(mib, "192.0.2.5")
 	require.Equal(t, 8*mib, int(s.inFlight()), "never past the budget")
 }
 
@@ -264,25 +276,61 @@ func TestClientKey(t *testing.T) {
 	}
 }
 
+// TestBudgetShares: how the budget is divided, and that each part holds.
 func TestBudgetShares(t *testing.T) {
-	b := newBudget(16<<20, 1<<20, nil)
-	require.Equal(t, int64(4<<20), b.perClient, "a quarter")
-	require.Equal(t, int64(1<<20), newBudget(2<<20, 1<<20, nil).perClient, "never below the limit")
-	require.Equal(t, int64(1<<20), newBudget(0, 1<<20, nil).max, "no budget: the limit")
+	const mib = 1 << 20
+	two := []budgetSource{{name: "stripe", limit: mib}, {name: "github", limit: 4 * mib}}
+	b := newBudget(16*mib, two, nil)
+	require.Equal(t, int64(4*mib), b.perClient, "a quarter")
+	require.Equal(t, [pools]int64{14 * mib, 2 * mib, 0}, b.size, "an eighth for small bodies; no allow_ips, no trusted slice")
+	require.Equal(t, int64(mib), b.smallPerSource, "the small slice shared out")
+	require.Equal(t, map[string]int64{"stripe": 7 * mib, "github": 7 * mib}, b.openPerSource, "half the rest each")
+	require.Equal(t, int64(mib), newBudget(2*mib, two[:1], nil).perClient, "never below the limit")
+	require.Equal(t, int64(mib), newBudget(0, two[:1], nil).size[poolOpen], "no budget: the limit")
+	require.Equal(t, int64(14*mib), newBudget(16*mib, two[:1], nil).openPerSource["stripe"], "a lone source holds the whole rest")
+	tight := newBudget(4*mib, two, nil)
+	require.Equal(t, [pools]int64{4 * mib, 0, 0}, tight.size, "the rest always holds one body of the largest limit")
+	require.Equal(t, int64(4*mib), tight.openPerSource["github"], "and so does a source's share")
+	trusted := newBudget(16*mib, []budgetSource{{name: "stripe", limit: mib, trusted: true}, {name: "github", limit: mib}}, nil)
+	require.Equal(t, [pools]int64{12 * mib, 2 * mib, 2 * mib}, trusted.size, "an eighth kept for allow_ips clients")
 
-	require.NoError(t, b.reserve("empty", 0))
+	newHold := func(b *budget, client, source string, small, trusted bool) *hold {
+		return &hold{budget: b, client: client, source: source, small: small, trusted: trusted}
+	}
+	require.NoError(t, newHold(b, "empty", "stripe", false, false).grow(0))
 	require.Empty(t, b.byClient, "an empty body is no client's")
-	require.NoError(t, b.reserve("a", 4<<20))
-	require.ErrorIs(t, b.reserve("a", 1), errClientOverBudget)
-	for _, c := range []string{"b", "c", "d"} {
-		require.NoError(t, b.reserve(c, 4<<20))
+
+	// GitHub's large bodies take its half of the open part, no more.
+	var github []*hold
+	for _, c := range []string{"a", "b"} {
+		h := newHold(b, c, "github", false, false)
+		require.NoError(t, h.grow(7*mib/2))
+		github = append(github, h)
 	}
-	require.ErrorIs(t, b.reserve("e", 1), errOverBudget)
-	for _, c := range []string{"a", "b", "c", "d"} {
-		b.release(c, 4<<20)
+	require.ErrorIs(t, newHold(b, "c", "github", false, false).grow(1), errSourceOverBudget)
+	require.NoError(t, newHold(b, "c", "github", true, false).grow(64<<10), "its small bodies have its part of the small slice")
+	require.ErrorIs(t, github[0].grow(mib), errClientOverBudget)
+	stripe := newHold(b, "d", "stripe", false, false)
+	require.NoError(t, stripe.grow(4*mib), "Stripe has its own half")
+	require.NoError(t, newHold(b, "e", "stripe", false, false).grow(3*mib))
+	require.ErrorIs(t, newHold(b, "f", "stripe", false, false).grow(1), errOverBudget, "the open part is full")
+	small := newHold(b, "f", "stripe", true, false)
+	require.NoError(t, small.grow(mib), "Stripe's small bodies have their part of the small slice")
+	require.ErrorIs(t, newHold(b, "g", "stripe", true, false).grow(1), errOverBudget)
+	for _, h := range append(github, stripe, small) {
+		h.release()
 	}
-	require.Zero(t, b.used)
-	require.Empty(t, b.byClient)
+
+	// allow_ips clients are served first: the trusted slice, then the rest.
+	h := newHold(trusted, "stripe-ip", "stripe", false, true)
+	require.NoError(t, h.grow(2*mib))
+	require.Equal(t, int64(2*mib), trusted.used[poolTrusted])
+	require.NoError(t, h.grow(mib))
+	require.Equal(t, int64(mib), trusted.used[poolOpen])
+	h.release()
+	require.Zero(t, trusted.inUse())
+	require.Empty(t, trusted.byClient)
+	require.Empty(t, trusted.bySource[poolOpen])
 }
 
 // TestMinimumRate: the next byte is due grace plus what arrived at the

@@ -60,9 +60,11 @@ type Config struct {
 	// MaxBodyBytes is the body limit of a source that sets none.
 	MaxBodyBytes int64
 	// BodyBudget bounds the body bytes all in-flight deliveries hold
-	// together, reserved as they arrive; one client address may hold a
-	// quarter of it (at least MaxBodyBytes). A delivery that does not fit
-	// gets 503 with Retry-After.
+	// together, reserved as they arrive, and divides them (budget): a
+	// slice kept for small bodies, shared out among the sources, a slice
+	// kept for clients in their source's allow_ips, and the rest, of which
+	// one source holds at most half; one client address holds at most a
+	// quarter. A delivery that does not fit gets 503 with Retry-After.
 	BodyBudget   int64
 	ClaimTimeout time.Duration
 	Metrics      *metrics.Set
@@ -91,15 +93,15 @@ func Routes(r gin.IRouter, cfg Config) {
 
 func newHandler(cfg Config) *handler {
 	h := &handler{cfg: cfg, sources: map[string]*Source{}}
-	largest := cfg.MaxBodyBytes
+	shares := make([]budgetSource, 0, len(cfg.Sources))
 	for i := range cfg.Sources {
 		src := cfg.Sources[i] // a copy: the limit is filled in here
 		src.MaxBodyBytes = cmp.Or(src.MaxBodyBytes, cfg.MaxBodyBytes)
-		largest = max(largest, src.MaxBodyBytes)
+		shares = append(shares, budgetSource{name: src.Name, limit: src.MaxBodyBytes, trusted: src.AllowIPs != nil})
 		h.sources[src.Name] = &src
 	}
 	h.body = &bodyReader{
-		budget:  newBudget(cfg.BodyBudget, largest, cfg.Metrics.BodyBytesInFlight),
+		budget:  newBudget(cfg.BodyBudget, shares, cfg.Metrics.BodyBytesInFlight),
 		grace:   cmp.Or(cfg.bodyGrace, bodyGrace),
 		minRate: cmp.Or(cfg.bodyMinRate, bodyMinRate),
 	}
@@ -143,7 +145,7 @@ func (h *handler) receive(c *gin.Context) {
 		return
 	}
 
-	body, release, err := h.body.read(c.Writer, c.Request, c.ClientIP(), src.MaxBodyBytes)
+	body, release, err := h.body.read(c.Writer, c.Request, c.ClientIP(), src.Name, src.AllowIPs != nil, src.MaxBodyBytes)
 	defer release()
 	if err != nil {
 		// Whatever is left of the body is not read: the connection closes
@@ -151,7 +153,7 @@ func (h *handler) receive(c *gin.Context) {
 		c.Header("Connection", "close")
 		var tooLarge *http.MaxBytesError
 		switch {
-		case errors.Is(err, errOverBudget), errors.Is(err, errClientOverBudget):
+		case errors.Is(err, errOverBudget), errors.Is(err, errClientOverBudget), errors.Is(err, errSourceOverBudget):
 			log.Warn(err.Error(), zap.String("client_ip", c.ClientIP()), zap.Int64("content_length", c.Request.ContentLength))
 			c.Header("Retry-After", "1")
 			h.answer(c, src.Name, metrics.OutcomeUnavailable, http.StatusServiceUnavailable, Response{Error: "too many request bodies in flight, retry later"})
