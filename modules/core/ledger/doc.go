@@ -42,8 +42,11 @@
 //     Failure) and returned to River as the job's error (a HandlerError,
 //     PanicError or Permanent one), which River retries by its policy
 //     (RetryDelay; the handler's), snoozed (the database's), handed back
-//     (shutdown), with a failed batch split into one job per event. Apply
-//     is the same apply inside a caller's transaction, with an Outcome.
+//     (shutdown), with a failed batch split into one job per event. An
+//     event whose type has a PrepareFunc (Registry.Prepare: a call to
+//     another service) is applied in a job of its own, which runs it
+//     before the transaction, outside any lock. Apply is the same apply
+//     inside a caller's transaction, with an Outcome.
 //   - Write: a module's staged write (NewWrite, WriteFuncs, Entry):
 //     handlers Put values, and the apply, or InTx and InTxWithJobs before
 //     they commit, folds and flushes them once per transaction, in key

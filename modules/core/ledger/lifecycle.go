@@ -97,7 +97,7 @@ var Lifecycle = []Transition{
 	{ActorLogOnly, []State{StateClaimed, StateFailed, StateDiscarded, StateErased, StatePruned}, "", "none: its own job applies it, or nothing does", "a duplicate under `CLAIM_MODE=log-only`"},
 	{ActorDiscard, []State{StateClaimed, StateFailed, StateDiscarded}, StateDiscarded, "its own jobs cancelled; a batch skips it", "`events discard`, the admin API, the console"},
 	{ActorErase, []State{StateSettled, StateDiscarded}, StateErased, "none left to run", "`erase --subject`"},
-	{ActorPrune, []State{StateSettled, StateErased}, StatePruned, "none left to run", "`prune`, the hourly prune job"},
+	{ActorPrune, []State{StateSettled, StateErased}, StatePruned, "none left to run", "`prune`, the hourly prune job (rows once settled: a discarded one, erased or not, is kept)"},
 	{ActorRiverStopped, []State{StateClaimed, StateProcessing}, StateFailed, "cancelled or discarded; the reason names it", "the ledger's sweep"},
 	{ActorRiverLost, []State{StateClaimed, StateProcessing}, StateClaimed, "a new apply job", "the ledger's sweep"},
 	{ActorRiverRetry, []State{StateClaimed, StateFailed, StateSettled}, "", "run again; a settled row is skipped", "River UI"},

@@ -52,6 +52,8 @@ type Registry struct {
 	periodic []*river.PeriodicJob
 	// erasers are the modules' EraseFuncs, in registration order.
 	erasers []eraser
+	// preparers are the modules' PrepareFuncs (Prepare).
+	preparers []preparer
 	// settleArgs caches patterns' lists as the settle statement's
 	// arguments: every apply sends them, and the registrations do not
 	// change once the workers run. Handle drops it.

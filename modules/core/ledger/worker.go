@@ -91,11 +91,15 @@ type Applier struct {
 // what the run comes to.
 func (a *Applier) run(ctx context.Context, job *rivertype.JobRow, own []EventKey, force, absorbs bool) error {
 	r := newApplyRun(a, job, own, force, absorbs)
+	ctx, err := r.prepare(ctx)
+	if err != nil {
+		return a.report(ctx, r, &failure{attempt: r.at, ev: r.ev, err: err, kind: classify(ctx, a.DB, nil, err)})
+	}
 	if absorbs && len(r.own) < absorbEvents {
 		// A job that fills its transaction alone has nothing to wait for.
 		a.linger(ctx, job.CreatedAt)
 	}
-	err := a.inTx(ctx, func(tx *Tx) error {
+	err = a.inTx(ctx, func(tx *Tx) error {
 		err := r.apply(ctx, tx)
 		if err != nil {
 			// Classified while the transaction is open: classify asks it
@@ -122,6 +126,8 @@ type applyRun struct {
 	kept     map[EventKey][]byte // payloads this process kept for keys
 	locked   map[EventKey]*lockedRow
 	done     []applied
+	// prepared is the job's own event that prepare prepared; zero when none.
+	prepared EventKey
 	// at is the event the apply is at, and ev the event as far as it was
 	// read: a failure is theirs. No event's (a zero Key, Seen -1) before the
 	// handlers, nor in a batch's flush.
@@ -185,14 +191,14 @@ func (r *applyRun) take(ctx context.Context, tx *Tx) error {
 	}
 	budget := absorbEvents - len(r.own)
 	if !r.absorbs || budget <= 0 {
-		return nil
+		return r.setAside(ctx, tx)
 	}
 	absorbed, err := absorb(ctx, tx, absorbSQL, r.job.Queue, r.job.ID, maxAbsorbedJobs, budget)
 	if err != nil {
 		return err
 	}
 	r.absorbed, r.keys = absorbed, mergeKeys(r.own, events(absorbed))
-	return nil
+	return r.setAside(ctx, tx)
 }
 
 // complete completes River's job in the transaction, so that it completes

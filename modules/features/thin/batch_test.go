@@ -81,8 +81,6 @@ func lockable(t *testing.T, db *sql.DB, ids ...string) bool {
 // thin event's) is locked meanwhile; once Stripe answers, the thin event
 // is applied from the one fetch.
 func TestThinFetchHoldsNoLedgerLock(t *testing.T) {
-	t.Skip("the fetch still runs in the apply's transaction, under the batch's row locks: " +
-		"it needs the ledger to run a module's preparation before that transaction (Registry.Prepare)")
 	t.Parallel()
 	api := newGatedStripe(t, "/v1/subscriptions/sub_1", subscriptionJSON)
 	got := &applied{}

@@ -4,14 +4,17 @@
 //
 // For a thin event of an API v1 resource ("v1." + a snapshot type, such as
 // v1.customer.subscription.updated) whose snapshot type some module
-// handles, the apply reads the related object from Stripe's API
-// (STRIPE_API_BASE, STRIPE_API_KEY; Stripe-Context from the event's
+// handles, the event's apply job reads the related object from Stripe's
+// API (STRIPE_API_BASE, STRIPE_API_KEY; Stripe-Context from the event's
 // context; GET /v2/core/events/{id} first when the delivery names no
-// related object), each call within ten seconds, and runs the snapshot
-// type's own handlers on the snapshot event the object makes, in the same
-// transaction: the same business rows come out whether an account sends
-// snapshot or thin events, and the fetch's outcome is the event's. Stripe
-// is never called on the ack path. Stripe unreachable or failing, or a key
+// related object), each call within ten seconds, and then runs the
+// snapshot type's own handlers on the snapshot event the object makes:
+// the same business rows come out whether an account sends snapshot or
+// thin events, and the fetch's outcome is the event's. The fetch is the
+// event's preparation (ledger.Registry.Prepare): it runs before the
+// apply's transaction, outside any ledger lock, and a batch that holds a
+// thin event gives it a job of its own and settles the others without
+// waiting for Stripe. Stripe is never called on the ack path. Stripe unreachable or failing, or a key
 // it refuses (401, 403), fails the apply like any handler failure: the row
 // is failed with the reason and River retries it on the apply's policy
 // (72 hours), and a requeue after fixing the key applies it; a 404 fails

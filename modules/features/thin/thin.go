@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookledger/hookledger/ent"
 	"github.com/hookledger/hookledger/ent/webhookevent"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/provider"
@@ -27,6 +28,7 @@ type Config struct {
 // when an event is applied.
 func Register(reg *ledger.Registry, cfg Config) {
 	m := &module{cfg: cfg, reg: reg}
+	reg.Prepare("stripe", "v1.*", m.prepare)
 	reg.Handle("stripe", "v1.*", m.apply)
 }
 
@@ -70,65 +72,120 @@ func decode(payload []byte) (event, error) {
 	return te, nil
 }
 
-// apply fetches the object a thin event names and runs the snapshot type's
-// handlers on the snapshot event it makes, in the apply transaction: the
-// fetch's outcome is the event's. A thin event whose snapshot twin is in
-// the ledger leaves the change to it; types whose snapshot no module
-// handles settle with no effect, as any unhandled type. Stripe unreachable
-// or failing (the network, 429, 5xx), a refused key (401, 403: it can be
-// fixed) or no key at all fail the apply, which River retries; an object
-// Stripe does not have (404) fails it for good.
+// prepare fetches the object a thin event names, before the event's apply
+// transaction and outside any ledger lock (ledger.Registry.Prepare), and
+// returns ctx carrying the snapshot event it makes for apply. Its
+// failure is the event's.
+func (m *module) prepare(ctx context.Context, client *ent.Client, ev *ledger.Event) (context.Context, error) {
+	sev, err := m.fetch(ctx, client, ev)
+	if err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, fetchedKey{}, fetched{key: keyOf(ev), snapshot: sev}), nil
+}
+
+// fetchedKey is the context key of what prepare fetched.
+type fetchedKey struct{}
+
+// fetched is a thin event's fetch: the snapshot event its object makes,
+// nil when there is nothing to apply (its twin is in the ledger).
+type fetched struct {
+	key      ledger.EventKey
+	snapshot *ledger.Event
+}
+
+func keyOf(ev *ledger.Event) ledger.EventKey {
+	return ledger.EventKey{Namespace: ev.Namespace, EventID: ev.EventID}
+}
+
+// apply runs the snapshot type's handlers on the snapshot event a thin
+// event's object makes, in the apply transaction: the object prepare
+// fetched, or, for an event applied without it (ledger.Apply called
+// directly), the object fetched here. A twin that reached the ledger
+// since the fetch leaves the change to it.
 func (m *module) apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	snap := snapshotType(ev.Type)
-	handlers := m.reg.Handlers("stripe", snap)
+	handlers := m.reg.Handlers("stripe", snapshotType(ev.Type))
 	if len(handlers) == 0 {
 		return nil
 	}
+	f, ok := ctx.Value(fetchedKey{}).(fetched)
+	if !ok || f.key != keyOf(ev) {
+		sev, err := m.fetch(ctx, tx.Ent, ev)
+		if err != nil {
+			return err
+		}
+		f = fetched{key: keyOf(ev), snapshot: sev}
+	} else if f.snapshot != nil {
+		te, err := decode(ev.Payload)
+		if err != nil {
+			return err
+		}
+		if twin, err := twinInLedger(ctx, tx.Ent, ev.Namespace, te.SnapshotEvent); err != nil || twin {
+			return err
+		}
+	}
+	if f.snapshot == nil {
+		return nil
+	}
+	// The snapshot type's handlers insert their jobs (a payment's receipt)
+	// in this transaction.
+	for _, h := range handlers {
+		if err := h(ctx, tx, f.snapshot); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fetch reads the object a thin event names from Stripe's API and returns
+// the snapshot event it makes; nil when the event's snapshot twin is in
+// the ledger (that event applies the change) or no module handles its
+// snapshot type. Stripe unreachable or failing (the network, 429, 5xx),
+// a refused key (401, 403: it can be fixed) or no key at all are failures
+// River retries; an object Stripe does not have (404), or one hookledger
+// refuses to fetch, fails the event for good.
+func (m *module) fetch(ctx context.Context, client *ent.Client, ev *ledger.Event) (*ledger.Event, error) {
+	snap := snapshotType(ev.Type)
+	if len(m.reg.Handlers("stripe", snap)) == 0 {
+		return nil, nil
+	}
 	te, err := decode(ev.Payload)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	res, ok := resourceOf(snap)
 	if !ok {
-		return ledger.Permanent(fmt.Errorf("%s: hookledger fetches no related object for %s events", te.ID, snap))
+		return nil, ledger.Permanent(fmt.Errorf("%s: hookledger fetches no related object for %s events", te.ID, snap))
 	}
 	if te.RelatedObject.URL != "" {
 		if _, err := res.check(&te.RelatedObject); err != nil {
-			return ledger.Permanent(fmt.Errorf("%s: %w", te.ID, err))
+			return nil, ledger.Permanent(fmt.Errorf("%s: %w", te.ID, err))
 		}
 	}
-	if twin, err := twinInLedger(ctx, tx, ev.Namespace, te.SnapshotEvent); err != nil || twin {
-		return err
+	if twin, err := twinInLedger(ctx, client, ev.Namespace, te.SnapshotEvent); err != nil || twin {
+		return nil, err
 	}
 	if m.cfg.API.Key == "" {
-		return fmt.Errorf("%s is a thin event, which carries no state: set STRIPE_API_KEY so that its object can be fetched", ev.Type)
+		return nil, fmt.Errorf("%s is a thin event, which carries no state: set STRIPE_API_KEY so that its object can be fetched", ev.Type)
 	}
 	obj, err := object(ctx, m.cfg.API, te, res)
 	var refused *provider.APIRefusal
 	switch {
 	case errors.Is(err, errRelated):
-		return ledger.Permanent(fmt.Errorf("%s: %w", te.ID, err))
+		return nil, ledger.Permanent(fmt.Errorf("%s: %w", te.ID, err))
 	case errors.As(err, &refused) && (refused.Code == http.StatusUnauthorized || refused.Code == http.StatusForbidden):
-		return fmt.Errorf("fetch the object of %s: %w (check STRIPE_API_KEY)", te.ID, err)
+		return nil, fmt.Errorf("fetch the object of %s: %w (check STRIPE_API_KEY)", te.ID, err)
 	case errors.As(err, &refused):
-		return ledger.Permanent(fmt.Errorf("fetch the object of %s: %w", te.ID, err))
+		return nil, ledger.Permanent(fmt.Errorf("fetch the object of %s: %w", te.ID, err))
 	case err != nil:
-		return fmt.Errorf("fetch the object of %s: %w", te.ID, err)
+		return nil, fmt.Errorf("fetch the object of %s: %w", te.ID, err)
 	}
 	payload, err := snapshot(te, obj)
 	if err != nil {
-		return ledger.Permanent(err)
+		return nil, ledger.Permanent(err)
 	}
-	// The snapshot type's handlers insert their jobs (a payment's receipt)
-	// in this transaction.
-	sev := &ledger.Event{Namespace: ev.Namespace, EventID: te.ID, Provider: ev.Provider, Source: ev.Source,
-		Type: snap, Payload: payload, OccurredAt: te.Created, Replayed: ev.Replayed, Forced: ev.Forced}
-	for _, h := range handlers {
-		if err := h(ctx, tx, sev); err != nil {
-			return err
-		}
-	}
-	return nil
+	return &ledger.Event{Namespace: ev.Namespace, EventID: te.ID, Provider: ev.Provider, Source: ev.Source,
+		Type: snap, Payload: payload, OccurredAt: te.Created, Replayed: ev.Replayed, Forced: ev.Forced}, nil
 }
 
 // object returns the thin event's related object as the API serves it,
@@ -247,11 +304,11 @@ func plainPath(p string) bool {
 
 // twinInLedger reports whether the snapshot event id is in the namespace's
 // ledger: that event applies the change.
-func twinInLedger(ctx context.Context, tx *ledger.Tx, namespace, snapshotID string) (bool, error) {
+func twinInLedger(ctx context.Context, client *ent.Client, namespace, snapshotID string) (bool, error) {
 	if snapshotID == "" {
 		return false, nil
 	}
-	ok, err := tx.Ent.WebhookEvent.Query().Where(webhookevent.Namespace(namespace), webhookevent.EventID(snapshotID)).Exist(ctx)
+	ok, err := client.WebhookEvent.Query().Where(webhookevent.Namespace(namespace), webhookevent.EventID(snapshotID)).Exist(ctx)
 	if err != nil {
 		return false, fmt.Errorf("look up snapshot twin %s: %w", snapshotID, err)
 	}
