@@ -233,15 +233,17 @@ func (h *handler) onEvent(c *gin.Context, act func(ctx context.Context, row *ent
 }
 
 // answerError answers a failed action on one event: 404 unknown, 409 when
-// the event's state refuses the action (ambiguous id, settled, being
-// applied right now), 400 for a missing discard reason, else 500.
+// the event's state refuses the action (ambiguous id, being applied right
+// now, any refusal of the lifecycle table: settled, erased ...), 400 for a
+// missing discard reason, else 500.
 func (h *handler) answerError(c *gin.Context, err error) {
+	var refused *ledger.TransitionError
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		c.JSON(http.StatusNotFound, gin.H{"error": "event not found"})
 	case errors.Is(err, ledger.ErrBeingApplied):
 		c.JSON(http.StatusConflict, gin.H{"error": err.Error() + "; try again when it ends"})
-	case errors.Is(err, ledger.ErrAmbiguous), errors.Is(err, ledger.ErrSettled), errors.Is(err, ledger.ErrNotDiscardable), errors.Is(err, ledger.ErrErased):
+	case errors.As(err, &refused), errors.Is(err, ledger.ErrAmbiguous), errors.Is(err, ledger.ErrSettled), errors.Is(err, ledger.ErrNotDiscardable), errors.Is(err, ledger.ErrErased):
 		c.JSON(http.StatusConflict, gin.H{"error": err.Error()})
 	case errors.Is(err, ledger.ErrNoReason):
 		badRequest(c, `reason: `+err.Error()+`, as {"reason":"..."}`)

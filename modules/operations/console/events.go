@@ -235,6 +235,9 @@ func (h *handler) requeue(c *gin.Context) {
 	case errors.Is(err, ledger.ErrErased):
 		h.message(c, http.StatusConflict, "this event was erased: nothing is left to apply")
 		return
+	case errors.As(err, new(*ledger.TransitionError)):
+		h.message(c, http.StatusConflict, "not requeued: "+err.Error())
+		return
 	case err != nil:
 		h.fail(c, err)
 		return
@@ -260,6 +263,8 @@ func (h *handler) discard(c *gin.Context) {
 		h.showEvent(c, http.StatusConflict, ns, id, "", "Not discarded: a job is applying this event right now. Try again when it ends.")
 	case errors.Is(err, ledger.ErrNotDiscardable):
 		h.showEvent(c, http.StatusConflict, ns, id, "", "Not discarded: the event is settled, it was applied.")
+	case errors.As(err, new(*ledger.TransitionError)):
+		h.showEvent(c, http.StatusConflict, ns, id, "", "Not discarded: "+err.Error()+".")
 	default:
 		h.fail(c, err)
 	}
