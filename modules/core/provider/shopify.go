@@ -85,8 +85,10 @@ func parseShopify(h http.Header, body []byte) (Parsed, error) {
 	if ev.Type != "" && !shopifyTopic.MatchString(ev.Type) {
 		return Parsed{}, payloadError("X-Shopify-Topic %q is not a topic (resource/action: letters, digits and _)", shopifyHeader(h, "Topic"))
 	}
-	if err := checkShopifyTopic(ev.Type, body); err != nil {
-		return Parsed{}, err
+	if ev.Type != "" {
+		if err := checkShopifyTopic(ev.Type, body); err != nil {
+			return Parsed{}, err
+		}
 	}
 	if ev.ID == "" {
 		ev.ID = shopifyHeader(h, "Webhook-Id")
