@@ -37,6 +37,11 @@ event holding it is discarded first (it can no longer be applied); one
 being applied right now, or moved back to be applied while erase ran (a
 requeue), is left, and the command exits 1 naming it: run it again once
 it settles. The rows it says it erased are those its statement changed.
+A stored payload no key of PAYLOAD_KEYS opens (payloads check lists them)
+cannot be searched: erase passes it by, counts it ("skipped N ...") and
+names it on stderr; when what it can still read of such a row (headers,
+last error, discard reason, failure history) quotes VALUE, the command
+exits 1 naming the row: bring its key back and erase again.
 
 Then every module erases VALUE from its own tables (subscription and
 payment redact the customer id and keep the row, usage deletes the
@@ -75,6 +80,9 @@ changes nothing); changing more than one asks on a terminal, and needs
 				printErasable(t, found)
 				fmt.Fprintf(t.out, "would erase %d event payload(s)\n", events)
 				printModuleRows(t, modules, "would erase")
+				// A dry run lists; the rows it could not read are named, and
+				// the run that erases fails on those that may hold the subject.
+				_ = printSkipped(t, found)
 				return nil
 			}
 			if err := bulk.confirm(t, events+rows, fmt.Sprintf("erase the payloads of %d event(s) and %d module row(s)", events, rows)); err != nil {
@@ -97,13 +105,14 @@ changes nothing); changing more than one asks on a terminal, and needs
 				return err
 			}
 			printModuleRows(t, modules, "erased")
+			skipped := printSkipped(t, done)
 			if len(done.Pending) > 0 {
 				for _, m := range done.Pending {
 					fmt.Fprintf(t.errOut, "not erased: %s/%s is %s; run erase again once it settles\n", m.Namespace, m.EventID, m.Status)
 				}
 				return fmt.Errorf("%d event(s) holding the subject are being applied", len(done.Pending))
 			}
-			return nil
+			return skipped
 		},
 	}
 	cmd.Flags().StringVar(&subject, "subject", "", "the value to erase, as it appears in payloads (a customer id, an email address)")
@@ -127,6 +136,33 @@ func printModuleRows(t terminal, ms []ledger.ModuleErasure, verb string) {
 	for _, m := range ms {
 		fmt.Fprintf(t.out, "module %s: %s %d row(s)\n", m.Module, verb, m.Rows)
 	}
+}
+
+// skippedLines bounds the lines printSkipped writes, one per row.
+const skippedLines = 20
+
+// printSkipped says which rows erase could not read (their payload no key
+// opens): a count on stdout, the rows on stderr. It returns an error when
+// one of them may hold the subject (ledger.EraseReport.Quoting).
+func printSkipped(t terminal, r ledger.EraseReport) error {
+	if len(r.Unreadable) == 0 {
+		return nil
+	}
+	fmt.Fprintf(t.out, "skipped %d stored payload(s) no key opens: not searched for the subject; hookledger payloads check lists them\n", len(r.Unreadable))
+	for i, u := range r.Unreadable {
+		if i == skippedLines {
+			fmt.Fprintf(t.errOut, "not searched: %d more\n", len(r.Unreadable)-i)
+			break
+		}
+		fmt.Fprintf(t.errOut, "not searched: %s/%s (key %s, %s)\n", u.Namespace, u.EventID, u.KeyID, u.Reason)
+	}
+	for _, k := range r.Quoting {
+		fmt.Fprintf(t.errOut, "cannot erase: %s/%s may hold the subject: its payload no key opens and its other columns quote it; bring its key back to PAYLOAD_KEYS and erase again\n", k.Namespace, k.EventID)
+	}
+	if len(r.Quoting) > 0 {
+		return fmt.Errorf("%d event(s) that may hold the subject could not be read", len(r.Quoting))
+	}
+	return nil
 }
 
 // printErasable lists the rows a dry run found.

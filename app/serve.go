@@ -3,10 +3,12 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -49,7 +51,7 @@ func serve(ctx context.Context, cfg *config.Config, role config.Role, ln net.Lis
 	if err := a.requireMigrated(ctx); err != nil {
 		return err
 	}
-	if err := ledger.CheckSealer(ctx, a.db, a.sealer); err != nil {
+	if err := a.checkPayloadKeys(ctx); err != nil {
 		return err
 	}
 	a.logSources()
@@ -80,6 +82,26 @@ func (a *App) requireMigrated(ctx context.Context) error {
 	case st.Version > st.Latest:
 		return fmt.Errorf("database %s is at migration %d, newer than this build's %d: run a newer hookledger",
 			config.RedactURL(a.cfg.DatabaseURL.Reveal()), st.Version, st.Latest)
+	}
+	return nil
+}
+
+// checkPayloadKeys refuses keys that plainly cannot open the newest
+// stored payloads (ledger.CheckSealer), and otherwise counts, logs and
+// exports in hookledger_payloads_unreadable the newest payloads that name
+// a key PAYLOAD_KEYS lacks: the service runs, their events fail to apply
+// with the reason, and payloads check lists them.
+func (a *App) checkPayloadKeys(ctx context.Context) error {
+	found, err := ledger.CheckSealer(ctx, a.db, a.sealer)
+	if err != nil {
+		return err
+	}
+	n := found.Unreadable()
+	a.metrics.PayloadsUnreadable.Set(float64(n))
+	if n > 0 {
+		ids := slices.Sorted(maps.Keys(found.Unknown))
+		a.log.Warn("stored payloads are sealed by a key PAYLOAD_KEYS lacks: their events cannot be applied, erase and rekey pass them by; `hookledger payloads check` lists them",
+			zap.Int("unreadable", n), zap.Int("sealed", found.Sealed), zap.Int("newest_rows", found.Rows), zap.Strings("key_ids", ids))
 	}
 	return nil
 }

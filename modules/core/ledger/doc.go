@@ -29,8 +29,10 @@
 //     statement, prepared again on every connection, for each batch size.
 //     INSERT ... SELECT FROM unnest(...) RETURNING namespace, event_id is
 //     one statement for any size. Payloads (NewPayloads) keeps what the
-//     claims stored for their apply; Sealer (NewSealer, CheckSealer,
-//     Sealed, KeyID) encrypts stored payloads (PAYLOAD_KEYS).
+//     claims stored for their apply; Sealer (NewSealer, CheckSealer and
+//     SealerCheck, Sealed, KeyID) encrypts stored payloads (PAYLOAD_KEYS);
+//     CheckSealed (SealedCheck, UnreadablePayload) lists those no key
+//     opens, which erase and Rekey (RekeyReport) pass by.
 //   - Apply: one loop (Applier) behind the apply_event and apply_batch jobs
 //     (ApplyArgs, ApplyBatchArgs; ApplyWorker, ApplyBatchWorker, which
 //     NewRiver adds with RiverOptions) settles the ledger rows, runs the
@@ -70,7 +72,7 @@
 // Expected outcomes are sentinel errors, checked with errors.Is:
 // ErrNotFound, ErrAmbiguous, ErrSettled, ErrErased, ErrBeingApplied,
 // ErrNotDiscardable, ErrNoReason, ErrEventGone, ErrIncomplete,
-// ErrPayloadKey and ErrUnstorable; IsPermanent tells a Permanent failure.
+// ErrPayloadKey, ErrPayloadCorrupt and ErrUnstorable; IsPermanent tells a Permanent failure.
 // The tuning constants (ApplyMaxAttempts, ApplyTimeout,
 // RescueStuckJobsAfter, RetryHorizon, FetchCooldown, FetchPollInterval,
 // PayloadsBytes, PayloadsAge, ExactSettledBelow, ListScanLimit, PruneBatch,

@@ -62,6 +62,14 @@ type EraseReport struct {
 	// would apply a redaction marker. Settle or discard them, then erase
 	// again.
 	Pending []EraseMatch `json:"pending"`
+	// Unreadable are the rows in scope whose payload no key opens
+	// (CheckSealed): erase could not read them, and left them as they
+	// are. They open, and erase reads them, once their key is back.
+	Unreadable []UnreadablePayload `json:"unreadable"`
+	// Quoting are those of Unreadable whose readable columns (headers,
+	// last error, discard reason, failure history) hold the subject: their
+	// payload may well hold it too.
+	Quoting []EventKey `json:"quoting"`
 }
 
 // eraseBatch is how many rows one erase statement looks at.
@@ -86,7 +94,8 @@ const holdsSubjectSQL = `CASE
 // headers by none, redacts a last error, failure history entry, discard
 // reason or River job error of its apply jobs that quotes it, and records
 // erased_at; with dryRun it only lists them. Rows still to be
-// applied are listed as Pending and left alone. It works in batches of
+// applied are listed as Pending and left alone; rows whose sealed payload
+// no key opens, as Unreadable. It works in batches of
 // rows, each its own statement, so it can run on a live ledger.
 func (s *Store) Erase(ctx context.Context, subject, namespace string, dryRun bool) (EraseReport, error) {
 	var r EraseReport
@@ -119,13 +128,15 @@ func (s *Store) Erase(ctx context.Context, subject, namespace string, dryRun boo
 		}
 		after = last
 	}
-	// Sealed payloads are opened here, a batch at a time.
+	// Sealed payloads are opened here, a batch at a time; one no key
+	// opens is passed by, and reported.
 	for after := int64(0); ; {
-		batch, err := s.openStored(ctx, after, eraseBatch,
+		batch, unreadable, last, err := s.openStored(ctx, after, eraseBatch,
 			`($2 = '' OR namespace = $2) AND erased_at IS NULL AND payload LIKE '`+sealedPrefix+`%'`, namespace)
 		if err != nil {
 			return r, fmt.Errorf("erase: %w", err)
 		}
+		r.Unreadable = append(r.Unreadable, unreadable...)
 		var ids []int64
 		for _, p := range batch {
 			if Holds(p.plain, subject) {
@@ -139,11 +150,44 @@ func (s *Store) Erase(ctx context.Context, subject, namespace string, dryRun boo
 			}
 			r.add(hits)
 		}
-		if len(batch) < eraseBatch {
-			return r, nil
+		if last == 0 {
+			break
 		}
-		after = batch[len(batch)-1].id
+		after = last
 	}
+	var err error
+	r.Quoting, err = s.quoting(ctx, r.Unreadable, subject)
+	return r, err
+}
+
+// quoting returns the rows of unreadable whose readable columns hold
+// subject: its headers, last error, discard reason or failure history.
+func (s *Store) quoting(ctx context.Context, unreadable []UnreadablePayload, subject string) ([]EventKey, error) {
+	if len(unreadable) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(unreadable))
+	for i, u := range unreadable {
+		ids[i] = u.id
+	}
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT namespace, event_id FROM webhook_event
+		WHERE id = ANY($1) AND (strpos(coalesce(headers::text, ''), $2) > 0 OR strpos(coalesce(last_error, ''), $2) > 0
+			OR strpos(coalesce(discard_reason, ''), $2) > 0 OR strpos(coalesce(failure_log::text, ''), $2) > 0)
+		ORDER BY id`, ids, subject)
+	if err != nil {
+		return nil, fmt.Errorf("erase: read the unreadable rows' other columns: %w", err)
+	}
+	defer rows.Close()
+	var out []EventKey
+	for rows.Next() {
+		var k EventKey
+		if err := rows.Scan(&k.Namespace, &k.EventID); err != nil {
+			return nil, fmt.Errorf("erase: %w", err)
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
 }
 
 // eraseBatch erases the rows of the CTE hit (their ids) that may be

@@ -41,7 +41,8 @@ func TestSealedPayloadsAtRest(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, 2, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE payload LIKE 'sealed:v1:'||$1||':%' AND strpos(payload, 'invoice') = 0`, ledger.KeyID(oldKey)))
-	require.NoError(t, ledger.CheckSealer(ctx, h.DB.SQL, sealerOf(t, oldKey)))
+	_, err = ledger.CheckSealer(ctx, h.DB.SQL, sealerOf(t, oldKey))
+	require.NoError(t, err)
 
 	r, err := sealed.Find(ctx, "stripe", "evt_sealed")
 	require.NoError(t, err)
@@ -54,8 +55,10 @@ func TestSealedPayloadsAtRest(t *testing.T) {
 	// Without the key, or a wrong one: a clear error, at start-up too.
 	_, err = plain.Find(ctx, "stripe", "evt_sealed")
 	require.ErrorIs(t, err, ledger.ErrPayloadKey)
-	require.ErrorContains(t, ledger.CheckSealer(ctx, h.DB.SQL, nil), "PAYLOAD_KEYS is not set")
-	require.ErrorContains(t, ledger.CheckSealer(ctx, h.DB.SQL, sealerOf(t, newKey)), "PAYLOAD_KEYS cannot open")
+	_, err = ledger.CheckSealer(ctx, h.DB.SQL, nil)
+	require.ErrorContains(t, err, "PAYLOAD_KEYS is not set")
+	_, err = ledger.CheckSealer(ctx, h.DB.SQL, sealerOf(t, newKey))
+	require.ErrorContains(t, err, "PAYLOAD_KEYS cannot open")
 	// A sealed payload copied onto another row does not open.
 	_, err = h.DB.SQL.Exec(`UPDATE webhook_event SET payload = (SELECT payload FROM webhook_event WHERE event_id = 'evt_sealed') WHERE event_id = 'evt_other'`)
 	require.NoError(t, err)
@@ -68,13 +71,13 @@ func TestSealedPayloadsAtRest(t *testing.T) {
 	rotated := ledger.NewStore(h.DB.SQL, h.River, ledger.StoreOptions{Sealer: sealerOf(t, newKey, oldKey)})
 	_, err = rotated.Claim(ctx, claimOf("evt_after", "invoice.paid"))
 	require.NoError(t, err)
-	n, err := rotated.Rekey(ctx)
+	rk, err := rotated.Rekey(ctx)
 	require.NoError(t, err)
-	require.Equal(t, int64(2), n, "the plaintext row and the old key's")
+	require.Equal(t, int64(2), rk.Sealed, "the plaintext row and the old key's")
 	require.Equal(t, 3, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE payload LIKE 'sealed:v1:'||$1||':%'`, ledger.KeyID(newKey)))
-	n, err = rotated.Rekey(ctx)
+	rk, err = rotated.Rekey(ctx)
 	require.NoError(t, err)
-	require.Zero(t, n, "a second run finds nothing left")
+	require.Zero(t, rk.Sealed, "a second run finds nothing left")
 	onlyNew := ledger.NewStore(h.DB.SQL, h.River, ledger.StoreOptions{Sealer: sealerOf(t, newKey)})
 	for _, id := range []string{"evt_before", "evt_sealed", "evt_after"} {
 		r, err := onlyNew.Find(ctx, "stripe", id)
@@ -89,9 +92,9 @@ func TestSealedPayloadsAtRest(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, er.Rows, 1)
 	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id = 'evt_after' AND payload = $1`, ledger.ErasedPayload))
-	n, err = onlyNew.Rekey(ctx)
+	rk, err = onlyNew.Rekey(ctx)
 	require.NoError(t, err)
-	require.Zero(t, n, "erased payloads are left")
+	require.Zero(t, rk.Sealed, "erased payloads are left")
 }
 
 // TestHoldsMatchesTheSQL: the Go reading of a payload (sealed ones) and
