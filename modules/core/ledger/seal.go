@@ -193,8 +193,11 @@ func (c SealerCheck) Unreadable() int {
 // CheckPayloads finds.
 func CheckSealer(ctx context.Context, db *sql.DB, s *Sealer) (SealerCheck, error) {
 	c := SealerCheck{Unknown: map[string]int{}}
+	// The newest rows first, then the head of each: never more than
+	// sealCheckRows payloads are read, and of each only its first bytes.
 	rows, err := db.QueryContext(ctx, `
-		SELECT substring(payload FROM 1 FOR $2) FROM webhook_event ORDER BY received_at DESC LIMIT $1`,
+		SELECT substring(payload FROM 1 FOR $2)
+		FROM (SELECT payload FROM webhook_event ORDER BY received_at DESC LIMIT $1) AS newest`,
 		sealCheckRows, len(sealedPrefix)+9)
 	if err != nil {
 		return c, fmt.Errorf("check PAYLOAD_KEYS against stored payloads: %w", err)
