@@ -551,6 +551,7 @@ func TestLogOnlyBodyReplayEnqueuesNothing(t *testing.T) {
 	require.Equal(t, "claimed", post("guid-1"))
 	require.Equal(t, "duplicate", post("guid-forged"))
 	require.Equal(t, 1, s.db.Count(t, requestJobsSQL))
+	s.waitSettled(t, "guid-1") // log-only applies a duplicate again once it was applied
 	require.Equal(t, "duplicate", post("guid-1"))
 	require.Equal(t, 2, s.db.Count(t, requestJobsSQL), "the genuine redelivery is applied again")
 	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM webhook_event`))
