@@ -84,7 +84,6 @@ provider secrets ...) and HOOKLEDGER_CONFIG; see docs/configuration.md.`,
 		redisCommand(t),
 		triggerCommand(),
 		simulateCommand(),
-		newCommand(),
 		versionCommand(),
 		healthcheckCommand(),
 	)

@@ -28,6 +28,9 @@ const hookledgerModule = "github.com/hookledger/hookledger"
 //go:embed scaffold/*.tmpl
 var scaffoldFS embed.FS
 
+// triggerGo is where the modules' samples are listed (moduleSamples).
+const triggerGo = "app/trigger.go"
+
 // workingDirKey is the context key of the directory `new` runs in when
 // not the process's own (tests run in a copy of the checkout, in
 // parallel).
@@ -41,7 +44,9 @@ func workingDir(ctx context.Context) (string, error) {
 	return os.Getwd()
 }
 
-func newCommand() *cobra.Command {
+// NewModuleCommand is "new module NAME", the scaffold of a feature module.
+// It is a development tool: hookledger-dev has it, hookledger does not.
+func NewModuleCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "new module",
 		Short: "Scaffold code in a hookledger checkout",
@@ -55,7 +60,7 @@ func newCommand() *cobra.Command {
 func newModuleCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "module NAME",
-		Short: "Scaffold a feature module: its package, test, ent schema and registration",
+		Short: "Scaffold a feature module: its package, test, samples, ent schema and registration",
 		Long: `Write a feature module named NAME into the hookledger checkout around the
 working directory, ready for go tool task generate -- NAME:
 
@@ -64,9 +69,14 @@ working directory, ready for go tool task generate -- NAME:
                                       events on the staged-write API, its merge
                                       rule and its one-statement flush
   modules/features/NAME/NAME_test.go  ledgertest.Conformance on a few events
+  modules/features/NAME/samples.go    Samples: the bodies trigger sends
+  modules/features/NAME/samples/stripe/NAME.updated.json
+                                      a Stripe NAME.updated event to send
   ent/schema/NAME.go                  the NAME table, keyed by namespace
 
-and its registration line in app/app.go, after the last module's. NAME is
+its registration line in app/app.go, after the last module's, and its
+samples' line in app/trigger.go (go tool task trigger -- NAME.updated
+sends one). NAME is
 a lowercase Go identifier (letters and digits) that names no existing
 module, table or identifier of package app. On any error nothing is
 written. See docs/modules.md.`,
@@ -91,10 +101,11 @@ written. See docs/modules.md.`,
 			for _, f := range plan.files {
 				fmt.Fprintf(out, "wrote %s\n", f.rel)
 			}
-			fmt.Fprintf(out, "registered %s in app/app.go\n", plan.name)
+			fmt.Fprintf(out, "registered %s in app/app.go and its samples in %s\n", plan.name, triggerGo)
 			fmt.Fprintln(out, "next, from", root+":")
 			fmt.Fprintf(out, "  go tool task generate -- %s\n", plan.name)
 			fmt.Fprintf(out, "  go test ./modules/features/%s ./app\n", plan.name)
+			fmt.Fprintf(out, "then, with go tool task dev running:\n  go tool task trigger -- %s\n", plan.name+".updated")
 			return nil
 		},
 	}
@@ -151,10 +162,16 @@ type modulePlan struct {
 	// dir is the module's folder, made by write.
 	dir   string
 	files []plannedFile
-	// appGo is app/app.go; appOld its text when planned, appNew with the
-	// registration.
-	appGo          string
-	appOld, appNew []byte
+	// edits are app/app.go with the module's registration and
+	// app/trigger.go with its samples' line.
+	edits []plannedEdit
+}
+
+// plannedEdit is a file of the checkout, as read when planned (old) and
+// as it is to be written (new).
+type plannedEdit struct {
+	path     string
+	old, new []byte
 }
 
 type plannedFile struct {
@@ -177,11 +194,13 @@ func planModule(root, name string) (*modulePlan, error) {
 	if err := checkTaken(root, s); err != nil {
 		return nil, err
 	}
-	p := &modulePlan{name: name, root: root, dir: filepath.Join(root, "modules", "features", name), appGo: filepath.Join(root, "app", "app.go")}
+	p := &modulePlan{name: name, root: root, dir: filepath.Join(root, "modules", "features", name)}
 	for _, f := range []struct{ tmpl, rel string }{
 		{"doc.go.tmpl", "modules/features/" + name + "/doc.go"},
 		{"module.go.tmpl", "modules/features/" + name + "/" + name + ".go"},
 		{"module_test.go.tmpl", "modules/features/" + name + "/" + name + "_test.go"},
+		{"samples.go.tmpl", "modules/features/" + name + "/samples.go"},
+		{"sample.json.tmpl", "modules/features/" + name + "/samples/stripe/" + s.EventType + ".json"},
 		{"schema.go.tmpl", "ent/schema/" + name + ".go"},
 	} {
 		text, err := renderScaffold(f.tmpl, s)
@@ -190,12 +209,20 @@ func planModule(root, name string) (*modulePlan, error) {
 		}
 		p.files = append(p.files, plannedFile{rel: f.rel, path: filepath.Join(root, filepath.FromSlash(f.rel)), text: text})
 	}
-	var err error
-	if p.appOld, err = os.ReadFile(p.appGo); err != nil {
-		return nil, fmt.Errorf("read the modules' registrations: %w", err)
-	}
-	if p.appNew, err = registerIn(p.appOld, name); err != nil {
-		return nil, fmt.Errorf("app/app.go: %w", err)
+	for _, e := range []struct {
+		rel string
+		add func([]byte, string) ([]byte, error)
+	}{{"app/app.go", registerIn}, {triggerGo, samplesIn}} {
+		path := filepath.Join(root, filepath.FromSlash(e.rel))
+		old, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read the modules' registrations: %w", err)
+		}
+		text, err := e.add(old, name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.rel, err)
+		}
+		p.edits = append(p.edits, plannedEdit{path: path, old: old, new: text})
 	}
 	return p, nil
 }
@@ -209,6 +236,9 @@ func renderScaffold(name string, s scaffold) ([]byte, error) {
 	var b bytes.Buffer
 	if err := t.Execute(&b, s); err != nil {
 		return nil, err
+	}
+	if !strings.HasSuffix(name, ".go.tmpl") {
+		return b.Bytes(), nil
 	}
 	out, err := format.Source(b.Bytes())
 	if err != nil {
@@ -468,6 +498,50 @@ func registerIn(src []byte, name string) ([]byte, error) {
 	return formatted, nil
 }
 
+// samplesIn adds name's samples to trigger.go's text: its import beside
+// the other feature modules' and "name": name.Samples as the last entry
+// of moduleSamples.
+func samplesIn(src []byte, name string) ([]byte, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "trigger.go", src, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	const features = hookledgerModule + "/modules/features/"
+	var lastImport *ast.ImportSpec
+	for _, imp := range f.Imports {
+		p, _ := strconv.Unquote(imp.Path.Value)
+		if strings.HasPrefix(p, features) {
+			lastImport = imp
+		}
+	}
+	var list *ast.CompositeLit
+	ast.Inspect(f, func(n ast.Node) bool {
+		if vs, ok := n.(*ast.ValueSpec); ok && len(vs.Names) == 1 && vs.Names[0].Name == "moduleSamples" && len(vs.Values) == 1 {
+			list, _ = vs.Values[0].(*ast.CompositeLit)
+		}
+		return list == nil
+	})
+	if list == nil || lastImport == nil {
+		return nil, errors.New("found no list of the modules' samples (var moduleSamples = map[string]func() fs.FS{...}) to add the new module's to")
+	}
+	closing := fset.Position(list.Rbrace).Offset
+	entry := "\t" + strconv.Quote(name) + ": " + name + ".Samples,\n"
+	importEnd := lineEnd(src, fset.Position(lastImport.End()).Offset)
+	imp := indentOf(src, fset.Position(lastImport.Pos()).Offset) + strconv.Quote(features+name) + "\n"
+	var out []byte
+	out = append(out, src[:importEnd]...)
+	out = append(out, imp...)
+	out = append(out, src[importEnd:closing]...)
+	out = append(out, entry...)
+	out = append(out, src[closing:]...)
+	formatted, err := format.Source(out)
+	if err != nil {
+		return nil, fmt.Errorf("add the samples: %w", err)
+	}
+	return formatted, nil
+}
+
 // moduleRegistration reports whether st is X.Register(R, ...) for a
 // feature module X and a registry R named like <ident>.registry, and
 // returns R's text.
@@ -518,20 +592,24 @@ func indentOf(src []byte, at int) string {
 }
 
 // write writes the planned files, each only where nothing is, and then
-// app.go, when it still reads as planned. On an error it removes what it
-// wrote and leaves app.go as it was.
+// the edited files, when they still read as planned. On an error it
+// removes what it wrote and leaves the edited files as they were.
 func (p *modulePlan) write() (err error) {
 	var written []string
+	var edited []plannedEdit
 	madeDir := false
 	defer func() {
 		if err == nil {
 			return
 		}
+		for _, e := range edited {
+			_ = replaceFile(e.path, e.old)
+		}
 		for _, path := range slices.Backward(written) {
 			os.Remove(path)
 		}
 		if madeDir {
-			os.Remove(p.dir)
+			os.RemoveAll(p.dir)
 		}
 	}()
 	if err := os.Mkdir(p.dir, 0o755); err != nil {
@@ -539,28 +617,45 @@ func (p *modulePlan) write() (err error) {
 	}
 	madeDir = true
 	for _, f := range p.files {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			return err
+		}
 		if err := writeNew(f.path, f.text); err != nil {
 			return err
 		}
 		written = append(written, f.path)
 	}
-	current, err := os.ReadFile(p.appGo)
+	for _, e := range p.edits {
+		current, err := os.ReadFile(e.path)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(current, e.old) {
+			return fmt.Errorf("%s changed while the module was made: run hookledger-dev new module %s again", e.path, p.name)
+		}
+	}
+	for _, e := range p.edits {
+		if err := replaceFile(e.path, e.new); err != nil {
+			return err
+		}
+		edited = append(edited, e)
+	}
+	return nil
+}
+
+// replaceFile replaces path's content with text at once (a rename),
+// keeping its mode.
+func replaceFile(path string, text []byte) error {
+	info, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(current, p.appOld) {
-		return fmt.Errorf("%s changed while the module was made: run hookledger new module %s again", p.appGo, p.name)
-	}
-	info, err := os.Stat(p.appGo)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(p.appGo), ".app.go.*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(p.appNew); err != nil {
+	if _, err := tmp.Write(text); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -571,7 +666,7 @@ func (p *modulePlan) write() (err error) {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), p.appGo)
+	return os.Rename(tmp.Name(), path)
 }
 
 // writeNew writes a file that must not exist yet.

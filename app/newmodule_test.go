@@ -69,19 +69,54 @@ func (a *App) registerModules() {
 	require.ErrorIs(t, err, errUsage)
 }
 
+// TestNewModuleListsItsSamples: the module's samples join moduleSamples
+// as its last entry, and the import the feature modules'.
+func TestNewModuleListsItsSamples(t *testing.T) {
+	t.Parallel()
+	src := `package app
+
+import (
+	"io/fs"
+
+	"github.com/hookledger/hookledger/modules/features/payment"
+	"github.com/hookledger/hookledger/modules/operations/simulate"
+)
+
+var moduleSamples = map[string]func() fs.FS{
+	"payment": payment.Samples,
+}
+
+var _ = simulate.NewCatalog
+`
+	out, err := samplesIn([]byte(src), "invoice")
+	require.NoError(t, err)
+	require.Contains(t, string(out), `
+	"github.com/hookledger/hookledger/modules/features/invoice"
+	"github.com/hookledger/hookledger/modules/features/payment"
+`)
+	require.Contains(t, string(out), `
+	"payment": payment.Samples,
+	"invoice": invoice.Samples,
+}`)
+	_, err = samplesIn([]byte("package app\n\nimport \"github.com/hookledger/hookledger/modules/features/payment\"\n\nvar _ = payment.Register\n"), "invoice")
+	require.ErrorContains(t, err, "found no list of the modules' samples")
+}
+
 // TestNewModuleGuideShowsTheScaffold: the module guide's walk-through
-// shows the files hookledger new module invoice writes, as it writes them.
+// shows the files hookledger-dev new module dunning writes, as it writes
+// them.
 func TestNewModuleGuideShowsTheScaffold(t *testing.T) {
 	t.Parallel()
 	guide, err := os.ReadFile("../docs/modules.md")
 	require.NoError(t, err)
-	s := scaffold{Name: "invoice", Table: "invoice", Type: "Invoice", EventType: "invoice.updated"}
-	for _, tmpl := range []string{"doc.go.tmpl", "module.go.tmpl", "module_test.go.tmpl", "schema.go.tmpl"} {
+	s := scaffold{Name: "dunning", Table: "dunning", Type: "Dunning", EventType: "dunning.updated"}
+	for _, tmpl := range []string{"doc.go.tmpl", "module.go.tmpl", "module_test.go.tmpl", "schema.go.tmpl", "samples.go.tmpl"} {
 		text, err := renderScaffold(tmpl, s)
 		require.NoError(t, err)
 		require.Contains(t, string(guide), "```go\n"+string(text)+"```\n", "docs/modules.md shows %s as the command writes it", tmpl)
 	}
-	require.Contains(t, string(guide), "## 1. Start with `hookledger new module invoice`")
+	require.Contains(t, string(guide), "## 1. Start with `hookledger-dev new module dunning`")
+	require.Contains(t, string(guide), "\ngo run ./app/cmd/hookledger-dev new module dunning ")
 }
 
 // TestNewModuleScaffoldsAWorkingModule runs hookledger new module in a
@@ -101,7 +136,7 @@ func TestNewModuleScaffoldsAWorkingModule(t *testing.T) {
 	newModule := func(args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
 		ctx := context.WithValue(context.Background(), workingDirKey{}, repo)
-		code := run(ctx, append([]string{"new"}, args...), terminal{out: &stdout, errOut: &stderr})
+		code := MainWith(ctx, "hookledger-dev", append([]string{"new"}, args...), &stdout, &stderr, NewModuleCommand())
 		return code, stdout.String(), stderr.String()
 	}
 
@@ -135,8 +170,10 @@ func TestNewModuleScaffoldsAWorkingModule(t *testing.T) {
 	require.Equal(t, ExitOK, code, stderr)
 	for _, line := range []string{
 		"wrote modules/features/widget/doc.go", "wrote modules/features/widget/widget.go",
-		"wrote modules/features/widget/widget_test.go", "wrote ent/schema/widget.go",
-		"registered widget in app/app.go", "go tool task generate -- widget", "go test ./modules/features/widget ./app",
+		"wrote modules/features/widget/widget_test.go", "wrote modules/features/widget/samples.go",
+		"wrote modules/features/widget/samples/stripe/widget.updated.json", "wrote ent/schema/widget.go",
+		"registered widget in app/app.go and its samples in app/trigger.go", "go tool task generate -- widget",
+		"go test ./modules/features/widget ./app", "go tool task trigger -- widget.updated",
 	} {
 		require.Contains(t, stdout, line+"\n")
 	}
@@ -144,6 +181,10 @@ func TestNewModuleScaffoldsAWorkingModule(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(appGo), "\n\t\"github.com/hookledger/hookledger/modules/features/widget\"\n")
 	require.Contains(t, string(appGo), "\n\twidget.Register(a.registry)\n")
+	triggerGo, err := os.ReadFile(filepath.Join(repo, "app", "trigger.go"))
+	require.NoError(t, err)
+	require.Contains(t, string(triggerGo), "\n\t\"github.com/hookledger/hookledger/modules/features/widget\"\n")
+	require.Regexp(t, `\n\t"widget": +widget\.Samples,\n`, string(triggerGo))
 
 	generated := treeDigest(t, repo)
 	code, _, stderr = newModule("module", "widget")
@@ -185,10 +226,14 @@ func TestNewModuleScaffoldsAWorkingModule(t *testing.T) {
 	goRun("vet", "./modules/features/widget", "./app")
 	goRun("test", "-count=1", "./modules/features/widget")
 	// Of the app's tests, those that run the registrations: the module's
-	// imports obey the architecture, and New registers every module.
-	out := goRun("test", "-count=1", "-v", "-run", "^(TestModuleDependencies|TestJobKindRegisteredTwiceFailsStartup)$", "./app")
-	require.Contains(t, out, "--- PASS: TestModuleDependencies")
-	require.Contains(t, out, "--- PASS: TestJobKindRegisteredTwiceFailsStartup")
+	// imports obey the architecture, New registers every module, the
+	// module's sample is one trigger sends, of a type it handles, and the
+	// layout test takes the new package from its doc.go.
+	out := goRun("test", "-count=1", "-v", "-run",
+		"^(TestModuleDependencies|TestJobKindRegisteredTwiceFailsStartup|TestEveryHandledTypeHasASample|TestDocsLayoutListsEveryPackage)$", "./app")
+	for _, name := range []string{"TestModuleDependencies", "TestJobKindRegisteredTwiceFailsStartup", "TestEveryHandledTypeHasASample", "TestDocsLayoutListsEveryPackage"} {
+		require.Contains(t, out, "--- PASS: "+name)
+	}
 }
 
 // TestNewModuleOutsideACheckout: run where no go.mod of hookledger's is
@@ -198,7 +243,7 @@ func TestNewModuleOutsideACheckout(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/other\n"), 0o644))
 	t.Chdir(dir)
 	var stdout, stderr bytes.Buffer
-	code := Main(context.Background(), []string{"new", "module", "invoice"}, &stdout, &stderr)
+	code := MainWith(context.Background(), "hookledger-dev", []string{"new", "module", "invoice"}, &stdout, &stderr, NewModuleCommand())
 	require.Equal(t, ExitFailure, code)
 	require.Contains(t, stderr.String(), `is module "example.com/other", not github.com/hookledger/hookledger`)
 	entries, err := os.ReadDir(dir)

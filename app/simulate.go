@@ -91,14 +91,21 @@ func runSimulate(ctx context.Context, o simulateOptions, stdout, stderr io.Write
 	if !ok {
 		return usageError("--provider %q: want one of %s", o.provider, strings.Join(provider.Names(), ", "))
 	}
+	c, err := catalog()
+	if err != nil {
+		return err
+	}
 	types := splitList(o.types)
 	if len(types) == 0 {
-		types = simulate.TypesOf(p.Name)
+		types = c.TypesOf(p.Name)
 	}
-	for _, typ := range types {
-		if t, ok := simulate.LookupTemplate(typ); !ok || t.Provider != p.Name {
-			return usageError("--types: %s is not a %s event type a module handles (%s)", typ, p.Name, strings.Join(simulate.TypesOf(p.Name), ", "))
+	samples := make([]simulate.Sample, len(types))
+	for i, typ := range types {
+		s, ok := c.Lookup(typ)
+		if !ok || s.Provider != p.Name {
+			return usageError("--types: %s is not a %s event type a module has a sample of (%s)", typ, p.Name, strings.Join(c.TypesOf(p.Name), ", "))
 		}
+		samples[i] = s
 	}
 	cfg, err := config.LoadDev()
 	if err != nil {
@@ -123,7 +130,7 @@ func runSimulate(ctx context.Context, o simulateOptions, stdout, stderr io.Write
 	progress, done := deliveryProgress(stderr)
 	r, err := simulate.Run(ctx, simulate.Options{
 		URL: o.url, Provider: p, Secret: o.secret, Events: o.events, Prefix: o.prefix, Duplicates: o.duplicates, Reorder: o.reorder,
-		Rate: o.rate, Concurrency: o.concurrency, Deadline: o.deadline, Seed: uint64(time.Now().UnixNano()), Types: types,
+		Rate: o.rate, Concurrency: o.concurrency, Deadline: o.deadline, Seed: uint64(time.Now().UnixNano()), Samples: samples,
 		ProgressFunc: progress,
 	})
 	done()

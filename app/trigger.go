@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"strings"
@@ -18,8 +19,31 @@ import (
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/metrics"
 	"github.com/hookledger/hookledger/modules/core/provider"
+	"github.com/hookledger/hookledger/modules/features/branchhead"
+	"github.com/hookledger/hookledger/modules/features/payment"
+	"github.com/hookledger/hookledger/modules/features/subscription"
+	"github.com/hookledger/hookledger/modules/features/usage"
 	"github.com/hookledger/hookledger/modules/operations/simulate"
 )
+
+// moduleSamples are the registered modules' samples, by module: one line
+// each, as registerModules has one registration each (hookledger-dev new
+// module adds both). trigger and simulate send them.
+var moduleSamples = map[string]func() fs.FS{
+	"subscription": subscription.Samples,
+	"payment":      payment.Samples,
+	"usage":        usage.Samples,
+	"branchhead":   branchhead.Samples,
+}
+
+// catalog reads every registered module's samples.
+func catalog() (*simulate.Catalog, error) {
+	fss := make(map[string]fs.FS, len(moduleSamples))
+	for name, samples := range moduleSamples {
+		fss[name] = samples()
+	}
+	return simulate.NewCatalog(fss)
+}
 
 type triggerOptions struct {
 	url, source, secret, object, bodyFile, legacyType string
@@ -29,20 +53,24 @@ type triggerOptions struct {
 func triggerCommand() *cobra.Command {
 	var o triggerOptions
 	cmd := &cobra.Command{
-		Use:     "trigger TYPE [--url URL] [--object ID] | trigger --list",
+		Use:     "trigger TYPE [--url URL] [--object ID] [--body-file FILE] | trigger --list",
 		Aliases: []string{"send"},
 		Short:   "Send one signed, realistic test event of a type a module handles",
 		Long: `Send one signed test event to the dev server (or --url), built from the
-real provider payload in testdata/providers with a fresh event id, a fresh
-object id (unless --object) and the current time. 'trigger --list' lists the
-types and, for each, the modules whose handlers apply it (none: the event
-settles without changing anything). The secret is the source's first
-configured one: the dev server's Stripe source uses whsec_hookledger_dev;
-other providers need their secret variable set (PADDLE_WEBHOOK_SECRET ...)
-for both the server and trigger.`,
+sample the module that handles TYPE keeps (modules/features/<module>/samples/,
+each from a real provider payload) with a fresh event id, a fresh object id
+(unless --object) and the current time. 'trigger --list' lists every sampled
+type and the modules whose handlers apply it. --body-file sends that file's
+bytes as they are, signed for TYPE's provider (or --source's), whatever its
+type; the line printed names the event id and type the receiver reads from
+what was sent. The secret is the source's first configured one: the dev
+server's Stripe source uses whsec_hookledger_dev; other providers need their
+secret variable set (PADDLE_WEBHOOK_SECRET ...) for both the server and
+trigger.`,
 		Example: `  hookledger trigger invoice.paid
   hookledger trigger customer.subscription.created --object sub_demo
   hookledger trigger customer.subscription.deleted --object sub_demo
+  hookledger trigger invoice.voided --body-file my-invoice-event.json
   PADDLE_WEBHOOK_SECRET=pdl_ntfset_demo hookledger trigger transaction.completed
   go tool task trigger -- charge.refunded`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -55,16 +83,20 @@ for both the server and trigger.`,
 			return exactArgs(1, "one event type (hookledger trigger --list shows them)")(cmd, args)
 		},
 		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			c, err := catalog()
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveError
+			}
 			var types []string
 			modules := handlingModules()
-			for _, t := range simulate.Templates() {
-				types = append(types, t.Type+"\t"+t.Provider+", "+moduleList(modules(t.Provider, t.Type)))
+			for _, s := range c.Samples() {
+				types = append(types, s.Type+"\t"+s.Provider+", "+moduleList(modules(s.Provider, s.Type)))
 			}
 			return types, cobra.ShellCompDirectiveNoFileComp
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.list {
-				return listTemplates(cmd.OutOrStdout())
+				return listSamples(cmd.OutOrStdout())
 			}
 			typ := o.legacyType
 			if len(args) == 1 {
@@ -78,8 +110,8 @@ for both the server and trigger.`,
 	fl.StringVar(&o.url, "url", "", "receiver endpoint (default http://HTTP_ADDR/webhooks/<source>)")
 	fl.StringVar(&o.source, "source", "", "configured source to sign for and send to (default: the type's provider)")
 	fl.StringVar(&o.secret, "secret", "", "signing secret (default: the source's first configured secret)")
-	fl.StringVar(&o.object, "object", "", "object id to use instead of a fresh one (sub_..., pi_..., a Standard Webhooks customer id)")
-	fl.StringVar(&o.bodyFile, "body-file", "", "send this body instead of the type's payload (signed as is)")
+	fl.StringVar(&o.object, "object", "", "object id to use instead of a fresh one (sub_..., pi_..., a customer for an object without an id)")
+	fl.StringVar(&o.bodyFile, "body-file", "", "send this file's bytes, signed as they are, instead of the type's sample")
 	fl.StringVar(&o.legacyType, "type", "", "event type (same as the argument)")
 	fl.StringVar(&o.object, "subscription", "", "same as --object")
 	_ = fl.MarkHidden("type")
@@ -87,12 +119,16 @@ for both the server and trigger.`,
 	return cmd
 }
 
-func listTemplates(w io.Writer) error {
+func listSamples(w io.Writer) error {
+	c, err := catalog()
+	if err != nil {
+		return err
+	}
 	modules := handlingModules()
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tPROVIDER\tMODULE\tBUILT FROM")
-	for _, t := range simulate.Templates() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\ttestdata/providers/%s\n", t.Type, t.Provider, moduleList(modules(t.Provider, t.Type)), t.File)
+	fmt.Fprintln(tw, "TYPE\tPROVIDER\tMODULE\tSAMPLE")
+	for _, s := range c.Samples() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Type, s.Provider, moduleList(modules(s.Provider, s.Type)), s.File)
 	}
 	return tw.Flush()
 }
@@ -117,34 +153,56 @@ func moduleList(mods []string) string {
 	return strings.Join(mods, ",")
 }
 
-// runTrigger builds, signs and posts one event.
+// runTrigger builds (or reads), signs and posts one event, and prints the
+// id and type the provider's parser reads from what was sent.
 func runTrigger(ctx context.Context, typ string, o triggerOptions, stdout io.Writer) error {
-	t, ok := simulate.LookupTemplate(typ)
-	if !ok {
-		return usageError("%q is not an event type trigger sends; hookledger trigger --list shows them", typ)
+	c, err := catalog()
+	if err != nil {
+		return err
 	}
-	p, _ := provider.Lookup(t.Provider)
 	cfg, err := config.LoadDev()
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
+	sample, sampled := c.Lookup(typ)
+	providerName := sample.Provider
+	if !sampled {
+		s, ok := cfg.Source(o.source)
+		switch {
+		case o.bodyFile == "":
+			return usageError("%q is not an event type a module has a sample of; hookledger trigger --list shows them (or send your own body with --body-file)", typ)
+		case o.source == "":
+			providerName = "stripe"
+		case !ok:
+			return usageError("--source %s is not a configured source", o.source)
+		default:
+			providerName = s.Provider
+		}
+	}
+	p, _ := provider.Lookup(providerName)
 	if o.source == "" {
-		o.source = sourceOf(cfg, t.Provider)
+		o.source = sourceOf(cfg, providerName)
 	}
 	if o.secret == "" {
 		s, ok := cfg.Source(o.source)
 		if !ok {
 			return usageError("no %s source is configured: set %s_WEBHOOK_SECRET (for the server too) or pass --secret",
-				t.Provider, strings.ToUpper(t.Provider))
+				providerName, strings.ToUpper(providerName))
 		}
 		o.secret = s.Secrets[0].Reveal()
 	}
 	if o.url == "" {
 		o.url = "http://" + localAddr(cfg.HTTPAddr) + "/webhooks/" + o.source
 	}
-	d, err := t.Build(o.object, time.Now())
-	if err != nil {
-		return err
+	var d provider.Delivery
+	if sampled {
+		if d, err = sample.Build(o.object, time.Now()); err != nil {
+			return err
+		}
+	} else {
+		// The delivery id of a provider that sends it in a header; a
+		// provider that reads it from the body reads the file's.
+		d = provider.Delivery{ID: fmt.Sprintf("trigger_%d", time.Now().UnixNano()), Type: typ, At: time.Now()}
 	}
 	if o.bodyFile != "" {
 		if d.Body, err = os.ReadFile(o.bodyFile); err != nil {
@@ -154,6 +212,10 @@ func runTrigger(ctx context.Context, typ string, o triggerOptions, stdout io.Wri
 	h, err := p.Sign(o.secret, d)
 	if err != nil {
 		return fmt.Errorf("sign: %w", err)
+	}
+	sent, err := p.ParseFunc(h, d.Body)
+	if err != nil {
+		return usageError("--body-file: not a %s event: %v", providerName, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url, bytes.NewReader(d.Body))
 	if err != nil {
@@ -167,7 +229,7 @@ func runTrigger(ctx context.Context, typ string, o triggerOptions, stdout io.Wri
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	fmt.Fprintf(stdout, "%s %s -> %s: %s %s\n", t.Type, d.ID, o.url, resp.Status, bytes.TrimSpace(out))
+	fmt.Fprintf(stdout, "%s %s -> %s: %s %s\n", sent.Type, sent.ID, o.url, resp.Status, bytes.TrimSpace(out))
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("receiver answered %s", resp.Status)
 	}

@@ -1,8 +1,9 @@
 // Command hookledger-dev is hookledger with its development tools: every
 // hookledger command, plus dev (serve with development defaults), devdb
-// (the development database's URL), bench and bench-redis. The tools start
-// throwaway PostgreSQL clusters and benchmark servers, so they stay out of
-// the hookledger binary that is shipped.
+// (the development database's URL), bench, bench-redis and new module (the
+// scaffold of a feature module). The tools start throwaway PostgreSQL
+// clusters and benchmark servers or write into a checkout, so they stay out
+// of the hookledger binary that is shipped.
 package main
 
 import (
@@ -29,5 +30,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		devDBCommand(),
 		benchCommand(),
 		benchRedisCommand(),
+		app.NewModuleCommand(),
 	)
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookledger/hookledger/app"
 )
 
 func runDevCLI(args ...string) (int, string, string) {
@@ -25,7 +27,7 @@ func TestHelpListsToolsBesideHookledger(t *testing.T) {
 	code, stdout, stderr := runDevCLI("--help")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "hookledger-dev [command]")
-	for _, name := range []string{"dev", "devdb", "bench", "bench-redis", "serve", "migrate", "trigger"} {
+	for _, name := range []string{"dev", "devdb", "bench", "bench-redis", "new", "serve", "migrate", "trigger"} {
 		require.Regexp(t, `(?m)^  `+name+` `, stdout, "hookledger-dev lists %s", name)
 		code, stdout, stderr := runDevCLI(name, "--help")
 		require.Equal(t, 0, code, "%s --help: %s", name, stderr)
@@ -65,7 +67,12 @@ func TestDocsListTheTools(t *testing.T) {
 	require.True(t, ok, "docs/cli.md has the hookledger-dev section")
 	section, _, _ = strings.Cut(section, "\n## ")
 	var want []string
-	for _, c := range []*cobra.Command{devCommand(), devDBCommand(), benchCommand(), benchRedisCommand()} {
+	tools := []*cobra.Command{devCommand(), devDBCommand(), benchCommand(), benchRedisCommand()}
+	for _, c := range app.NewModuleCommand().Commands() {
+		c.Use = "new " + c.Use
+		tools = append(tools, c)
+	}
+	for _, c := range tools {
 		require.Contains(t, section, "hookledger-dev "+c.Use+"\n    "+c.Short+"\n", "docs/cli.md lists %q", c.Use)
 		want = append(want, "hookledger-dev "+c.Use)
 	}

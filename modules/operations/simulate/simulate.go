@@ -43,10 +43,10 @@ type Options struct {
 	Deadline     time.Duration
 	HTTP         *http.Client
 	Seed         uint64
-	// Types, when set, sends these event types (Templates) in turn, built
-	// from real payloads with fresh ids; else each provider's default
-	// generator, whose Expect the fault tests check.
-	Types []string
+	// Samples, when set, are sent in turn, each with fresh ids (Sample.Build);
+	// else each provider's default generator, whose Expect the fault tests
+	// check.
+	Samples []Sample
 	// ProgressFunc, when set, is called after each delivery with the
 	// number of deliveries answered so far and the total.
 	ProgressFunc func(done, total int)
@@ -205,21 +205,19 @@ feed:
 
 // generator picks the event generator of a run.
 func generator(o Options) (func(prefix string, i, n int) (*event, error), error) {
-	if len(o.Types) == 0 {
+	if len(o.Samples) == 0 {
 		gen, ok := generators[o.Provider.Name]
 		if !ok {
 			return nil, fmt.Errorf("simulate: no event generator for %s", o.Provider.Name)
 		}
 		return func(prefix string, i, n int) (*event, error) { return gen(prefix, i, n), nil }, nil
 	}
-	ts := make([]Template, len(o.Types))
-	for i, typ := range o.Types {
-		t, ok := LookupTemplate(typ)
-		if !ok || t.Provider != o.Provider.Name {
-			return nil, fmt.Errorf("simulate: %s is not a %s event type simulate sends (trigger --list shows them)", typ, o.Provider.Name)
+	for _, s := range o.Samples {
+		if s.Provider != o.Provider.Name {
+			return nil, fmt.Errorf("simulate: %s is not a %s event type", s.Type, o.Provider.Name)
 		}
-		ts[i] = t
 	}
+	ts := o.Samples
 	return func(_ string, i, _ int) (*event, error) {
 		d, err := ts[i%len(ts)].Build("", time.Now())
 		if err != nil {
