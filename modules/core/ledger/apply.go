@@ -196,11 +196,21 @@ func unplanApply(ctx context.Context, tx *Tx) error {
 // apply settles, a forced one settles, a failure is recorded on, and a
 // forced re-apply's failure is recorded on.
 var (
-	applyGuard     = guardSQL(ActorApplied, "e")
-	forceGuard     = "(" + guardSQL(ActorApplied, "webhook_event") + " OR " + guardSQL(ActorForce, "webhook_event") + ")"
+	applyGuard     = applicableSQL("e", false)
+	forceGuard     = applicableSQL("webhook_event", true)
 	failGuard      = guardSQL(ActorApplyFailed, "webhook_event")
 	forceFailGuard = guardSQL(ActorForceFailed, "webhook_event")
 )
+
+// applicableSQL is the guard of the rows an apply, forced when force,
+// applies: the lifecycle table's "apply succeeded" rows, and a forced
+// re-apply's.
+func applicableSQL(alias string, force bool) string {
+	if !force {
+		return guardSQL(ActorApplied, alias)
+	}
+	return "(" + guardSQL(ActorApplied, alias) + " OR " + guardSQL(ActorForce, alias) + ")"
+}
 
 // lockedRow is a ledger row that lockForApply locked and marked settled.
 type lockedRow struct {

@@ -477,12 +477,47 @@ func (a *Applier) split(ctx context.Context, r *applyRun, again []int64) error {
 			}
 			keys = mergeKeys(r.own, events(jobs))
 		}
+		keys, err := stillToApply(ctx, tx, keys, r.force)
+		if err != nil {
+			return err
+		}
 		params := make([]river.InsertManyParams, 0, len(keys))
 		for _, k := range keys {
 			params = append(params, river.InsertManyParams{Args: ApplyArgs{Namespace: k.Namespace, EventID: k.EventID, Force: r.force}})
 		}
 		return tx.InsertJobs(ctx, params)
 	})
+}
+
+// stillToApply locks (FOR SHARE, in key order) the rows of keys that an
+// apply, forced when force, would still apply, by the lifecycle table, and
+// returns their keys: a split gives no job to an event discarded, erased
+// or settled since its batch began, and one discarded after this holds
+// the job this split gives it, which the discard cancels.
+func stillToApply(ctx context.Context, tx *Tx, keys []EventKey, force bool) ([]EventKey, error) {
+	namespaces, ids := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		namespaces[i], ids[i] = k.Namespace, k.EventID
+	}
+	if _, err := tx.ExecContext(ctx, `SET LOCAL lock_timeout = `+applyLockTimeoutSQL); err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT e.namespace, e.event_id FROM webhook_event e
+		WHERE (e.namespace, e.event_id) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND `+applicableSQL("e", force)+`
+		ORDER BY e.namespace COLLATE "C", e.event_id COLLATE "C" FOR SHARE`, namespaces, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []EventKey
+	for rows.Next() {
+		var k EventKey
+		if err := rows.Scan(&k.Namespace, &k.EventID); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
 }
 
 // observe counts and logs one applied event.
