@@ -16,6 +16,7 @@ import (
 	"github.com/hookledger/hookledger/modules/core/web"
 	"github.com/hookledger/hookledger/modules/operations/admin"
 	"github.com/hookledger/hookledger/modules/operations/console"
+	"github.com/hookledger/hookledger/modules/operations/failure"
 )
 
 // buildHTTP lists every route the process serves: it mounts handlers on
@@ -47,10 +48,12 @@ func (a *App) buildHTTP(e, m *gin.Engine) {
 		admin.Routes(e, admin.Config{
 			Token: token, Ledger: a.store, Metrics: a.metrics, Sources: names, Stats: a.stats, RiverUI: a.riverUI, Throttle: throttle,
 		})
+		groups := failure.New(a.db, a.store)
+		failure.Routes(e, admin.Auth(token, a.metrics, throttle), groups)
 		console.Routes(e, console.Config{
 			Auth: admin.Auth(token, a.metrics, throttle), CSRFToken: admin.CSRFToken(token), CSRFField: admin.CSRFField,
 			Ledger: a.store, DB: a.db, Stats: a.stats, Sources: a.consoleSources(),
-			LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, RiverUI: "/riverui",
+			LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, RiverUI: "/riverui", Failures: consoleFailures{groups},
 		})
 	}
 	if a.role.TakesWebhooks() {
