@@ -101,7 +101,9 @@ var options = []Option{
 			"At most 33554432 (32 MiB): every in-flight body may hold this much memory.",
 		set: setMaxBodyBytes},
 	{Name: "MAX_INFLIGHT_BODY_BYTES", Group: groupHTTP, DefaultDoc: "larger of 64 MiB and 8 × `MAX_BODY_BYTES`",
-		Doc: "Body bytes being read at once, server-wide, counted as they arrive; one client address holds at most a quarter (at least `MAX_BODY_BYTES`). " +
+		Doc: "Body bytes being read at once, server-wide, counted as they arrive; one client address holds at most a quarter (at least `MAX_BODY_BYTES`), " +
+			"one source at most half (at least one body of its limit); an eighth is kept for bodies of at most 64 KiB, shared by the sources, " +
+			"and an eighth for clients in their source's `allow_ips`. " +
 			"Past either, `503` with `Retry-After`: memory never grows with a client's declared Content-Length. " +
 			"A body slower than 1 KiB/s after its first 5 s gets `408`. Not below `MAX_BODY_BYTES`.",
 		set: setInflightBodyBytes},
