@@ -46,3 +46,18 @@ func TestEraseRedactsTheCustomerAndKeepsThePayment(t *testing.T) {
 	require.Equal(t, int64(400), p.AmountRefunded, "the refund still merges")
 	require.Equal(t, 2, receiptJobs(t, h), "one receipt per payment, none again")
 }
+
+// TestErasedCustomerIsNotWrittenIntoANewPayment: a payment of a customer
+// erased before it arrived (a late event of an older payment, a replay)
+// is written with the customer redacted.
+func TestErasedCustomerIsNotWrittenIntoANewPayment(t *testing.T) {
+	t.Parallel()
+	h, _ := setup(t, 0, nil)
+	deliver(t, h, customerPayment("evt_er_first", "pi_er_first", "cus_Gone", 700))
+	h.Erase(t, "cus_Gone", "payment", 1, func() int {
+		return h.DB.Count(t, `SELECT count(*) FROM payment WHERE customer_id = 'cus_Gone'`)
+	})
+	deliver(t, h, customerPayment("evt_er_late", "pi_er_late", "cus_Gone", 300))
+	require.Equal(t, ledger.Erased, paymentRow(t, h, "stripe", "pi_er_late").CustomerID)
+	require.Equal(t, int64(300), paymentRow(t, h, "stripe", "pi_er_late").Amount, "the payment itself is kept")
+}

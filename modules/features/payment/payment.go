@@ -98,7 +98,10 @@ func flushPayments(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[pa
 	}
 	rows, err := tx.QueryContext(ctx, `
 		INSERT INTO payment AS p (namespace, provider, external_id, customer_id, amount, amount_refunded, currency, status, version)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::bigint[])
+		SELECT k.namespace, k.provider, k.external_id, `+ledger.RedactErasedSQL("k.namespace", "k.customer_id")+`,
+			k.amount, k.amount_refunded, k.currency, k.status, k.version
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::bigint[])
+			AS k(namespace, provider, external_id, customer_id, amount, amount_refunded, currency, status, version)
 		ON CONFLICT (namespace, provider, external_id) DO UPDATE SET
 			customer_id     = CASE WHEN p.customer_id = '' THEN EXCLUDED.customer_id ELSE p.customer_id END,
 			currency        = CASE WHEN p.currency = '' THEN EXCLUDED.currency ELSE p.currency END,
