@@ -17,6 +17,8 @@ type GitHubBranch struct {
 	config `json:"-"`
 	// ID of the ent.
 	ID int64 `json:"id,omitempty"`
+	// The ledger namespace of the source that delivered the push: every key carries it.
+	Namespace string `json:"namespace,omitempty"`
 	// owner/name
 	Repository string `json:"repository,omitempty"`
 	// refs/heads/main
@@ -43,7 +45,7 @@ func (*GitHubBranch) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case githubbranch.FieldID, githubbranch.FieldPushedAt:
 			values[i] = new(sql.NullInt64)
-		case githubbranch.FieldRepository, githubbranch.FieldRef, githubbranch.FieldHeadSha, githubbranch.FieldDeliveryID:
+		case githubbranch.FieldNamespace, githubbranch.FieldRepository, githubbranch.FieldRef, githubbranch.FieldHeadSha, githubbranch.FieldDeliveryID:
 			values[i] = new(sql.NullString)
 		case githubbranch.FieldUpdatedAt:
 			values[i] = new(sql.NullTime)
@@ -68,6 +70,12 @@ func (_m *GitHubBranch) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field id", value)
 			}
 			_m.ID = int64(value.Int64)
+		case githubbranch.FieldNamespace:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field namespace", values[i])
+			} else if value.Valid {
+				_m.Namespace = value.String
+			}
 		case githubbranch.FieldRepository:
 			if value, ok := values[i].(*sql.NullString); !ok {
 				return fmt.Errorf("unexpected type %T for field repository", values[i])
@@ -146,6 +154,9 @@ func (_m *GitHubBranch) String() string {
 	var builder strings.Builder
 	builder.WriteString("GitHubBranch(")
 	builder.WriteString(fmt.Sprintf("id=%v, ", _m.ID))
+	builder.WriteString("namespace=")
+	builder.WriteString(_m.Namespace)
+	builder.WriteString(", ")
 	builder.WriteString("repository=")
 	builder.WriteString(_m.Repository)
 	builder.WriteString(", ")

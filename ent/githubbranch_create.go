@@ -22,6 +22,12 @@ type GitHubBranchCreate struct {
 	conflict []sql.ConflictOption
 }
 
+// SetNamespace sets the "namespace" field.
+func (_c *GitHubBranchCreate) SetNamespace(v string) *GitHubBranchCreate {
+	_c.mutation.SetNamespace(v)
+	return _c
+}
+
 // SetRepository sets the "repository" field.
 func (_c *GitHubBranchCreate) SetRepository(v string) *GitHubBranchCreate {
 	_c.mutation.SetRepository(v)
@@ -145,6 +151,14 @@ func (_c *GitHubBranchCreate) defaults() {
 
 // check runs all checks and user-defined validators on the builder.
 func (_c *GitHubBranchCreate) check() error {
+	if _, ok := _c.mutation.Namespace(); !ok {
+		return &ValidationError{Name: "namespace", err: errors.New(`ent: missing required field "GitHubBranch.namespace"`)}
+	}
+	if v, ok := _c.mutation.Namespace(); ok {
+		if err := githubbranch.NamespaceValidator(v); err != nil {
+			return &ValidationError{Name: "namespace", err: fmt.Errorf(`ent: validator failed for field "GitHubBranch.namespace": %w`, err)}
+		}
+	}
 	if _, ok := _c.mutation.Repository(); !ok {
 		return &ValidationError{Name: "repository", err: errors.New(`ent: missing required field "GitHubBranch.repository"`)}
 	}
@@ -209,6 +223,10 @@ func (_c *GitHubBranchCreate) createSpec() (*GitHubBranch, *sqlgraph.CreateSpec)
 		_node.ID = id
 		_spec.ID.Value = id
 	}
+	if value, ok := _c.mutation.Namespace(); ok {
+		_spec.SetField(githubbranch.FieldNamespace, field.TypeString, value)
+		_node.Namespace = value
+	}
 	if value, ok := _c.mutation.Repository(); ok {
 		_spec.SetField(githubbranch.FieldRepository, field.TypeString, value)
 		_node.Repository = value
@@ -244,7 +262,7 @@ func (_c *GitHubBranchCreate) createSpec() (*GitHubBranch, *sqlgraph.CreateSpec)
 // of the `INSERT` statement. For example:
 //
 //	client.GitHubBranch.Create().
-//		SetRepository(v).
+//		SetNamespace(v).
 //		OnConflict(
 //			// Update the row with the new values
 //			// the was proposed for insertion.
@@ -253,7 +271,7 @@ func (_c *GitHubBranchCreate) createSpec() (*GitHubBranch, *sqlgraph.CreateSpec)
 //		// Override some of the fields with custom
 //		// update values.
 //		Update(func(u *ent.GitHubBranchUpsert) {
-//			SetRepository(v+v).
+//			SetNamespace(v+v).
 //		}).
 //		Exec(ctx)
 func (_c *GitHubBranchCreate) OnConflict(opts ...sql.ConflictOption) *GitHubBranchUpsertOne {
@@ -371,6 +389,9 @@ func (u *GitHubBranchUpsertOne) UpdateNewValues() *GitHubBranchUpsertOne {
 	u.create.conflict = append(u.create.conflict, sql.ResolveWith(func(s *sql.UpdateSet) {
 		if _, exists := u.create.mutation.ID(); exists {
 			s.SetIgnore(githubbranch.FieldID)
+		}
+		if _, exists := u.create.mutation.Namespace(); exists {
+			s.SetIgnore(githubbranch.FieldNamespace)
 		}
 		if _, exists := u.create.mutation.Repository(); exists {
 			s.SetIgnore(githubbranch.FieldRepository)
@@ -621,7 +642,7 @@ func (_c *GitHubBranchCreateBulk) ExecX(ctx context.Context) {
 //		// Override some of the fields with custom
 //		// update values.
 //		Update(func(u *ent.GitHubBranchUpsert) {
-//			SetRepository(v+v).
+//			SetNamespace(v+v).
 //		}).
 //		Exec(ctx)
 func (_c *GitHubBranchCreateBulk) OnConflict(opts ...sql.ConflictOption) *GitHubBranchUpsertBulk {
@@ -667,6 +688,9 @@ func (u *GitHubBranchUpsertBulk) UpdateNewValues() *GitHubBranchUpsertBulk {
 		for _, b := range u.create.builders {
 			if _, exists := b.mutation.ID(); exists {
 				s.SetIgnore(githubbranch.FieldID)
+			}
+			if _, exists := b.mutation.Namespace(); exists {
+				s.SetIgnore(githubbranch.FieldNamespace)
 			}
 			if _, exists := b.mutation.Repository(); exists {
 				s.SetIgnore(githubbranch.FieldRepository)

@@ -264,12 +264,12 @@ func (_q *GitHubBranchQuery) Clone() *GitHubBranchQuery {
 // Example:
 //
 //	var v []struct {
-//		Repository string `json:"repository,omitempty"`
+//		Namespace string `json:"namespace,omitempty"`
 //		Count int `json:"count,omitempty"`
 //	}
 //
 //	client.GitHubBranch.Query().
-//		GroupBy(githubbranch.FieldRepository).
+//		GroupBy(githubbranch.FieldNamespace).
 //		Aggregate(ent.Count()).
 //		Scan(ctx, &v)
 func (_q *GitHubBranchQuery) GroupBy(field string, fields ...string) *GitHubBranchGroupBy {
@@ -287,11 +287,11 @@ func (_q *GitHubBranchQuery) GroupBy(field string, fields ...string) *GitHubBran
 // Example:
 //
 //	var v []struct {
-//		Repository string `json:"repository,omitempty"`
+//		Namespace string `json:"namespace,omitempty"`
 //	}
 //
 //	client.GitHubBranch.Query().
-//		Select(githubbranch.FieldRepository).
+//		Select(githubbranch.FieldNamespace).
 //		Scan(ctx, &v)
 func (_q *GitHubBranchQuery) Select(fields ...string) *GitHubBranchSelect {
 	_q.ctx.Fields = append(_q.ctx.Fields, fields...)

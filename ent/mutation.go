@@ -1024,6 +1024,7 @@ type GitHubBranchMutation struct {
 	op            Op
 	typ           string
 	id            *int64
+	namespace     *string
 	repository    *string
 	ref           *string
 	head_sha      *string
@@ -1140,6 +1141,42 @@ func (m *GitHubBranchMutation) IDs(ctx context.Context) ([]int64, error) {
 	default:
 		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
 	}
+}
+
+// SetNamespace sets the "namespace" field.
+func (m *GitHubBranchMutation) SetNamespace(s string) {
+	m.namespace = &s
+}
+
+// Namespace returns the value of the "namespace" field in the mutation.
+func (m *GitHubBranchMutation) Namespace() (r string, exists bool) {
+	v := m.namespace
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNamespace returns the old "namespace" field's value of the GitHubBranch entity.
+// If the GitHubBranch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *GitHubBranchMutation) OldNamespace(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNamespace is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNamespace requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNamespace: %w", err)
+	}
+	return oldValue.Namespace, nil
+}
+
+// ResetNamespace resets all changes to the "namespace" field.
+func (m *GitHubBranchMutation) ResetNamespace() {
+	m.namespace = nil
 }
 
 // SetRepository sets the "repository" field.
@@ -1448,7 +1485,10 @@ func (m *GitHubBranchMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *GitHubBranchMutation) Fields() []string {
-	fields := make([]string, 0, 7)
+	fields := make([]string, 0, 8)
+	if m.namespace != nil {
+		fields = append(fields, githubbranch.FieldNamespace)
+	}
 	if m.repository != nil {
 		fields = append(fields, githubbranch.FieldRepository)
 	}
@@ -1478,6 +1518,8 @@ func (m *GitHubBranchMutation) Fields() []string {
 // schema.
 func (m *GitHubBranchMutation) Field(name string) (ent.Value, bool) {
 	switch name {
+	case githubbranch.FieldNamespace:
+		return m.Namespace()
 	case githubbranch.FieldRepository:
 		return m.Repository()
 	case githubbranch.FieldRef:
@@ -1501,6 +1543,8 @@ func (m *GitHubBranchMutation) Field(name string) (ent.Value, bool) {
 // database failed.
 func (m *GitHubBranchMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
 	switch name {
+	case githubbranch.FieldNamespace:
+		return m.OldNamespace(ctx)
 	case githubbranch.FieldRepository:
 		return m.OldRepository(ctx)
 	case githubbranch.FieldRef:
@@ -1524,6 +1568,13 @@ func (m *GitHubBranchMutation) OldField(ctx context.Context, name string) (ent.V
 // type.
 func (m *GitHubBranchMutation) SetField(name string, value ent.Value) error {
 	switch name {
+	case githubbranch.FieldNamespace:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNamespace(v)
+		return nil
 	case githubbranch.FieldRepository:
 		v, ok := value.(string)
 		if !ok {
@@ -1637,6 +1688,9 @@ func (m *GitHubBranchMutation) ClearField(name string) error {
 // It returns an error if the field is not defined in the schema.
 func (m *GitHubBranchMutation) ResetField(name string) error {
 	switch name {
+	case githubbranch.FieldNamespace:
+		m.ResetNamespace()
+		return nil
 	case githubbranch.FieldRepository:
 		m.ResetRepository()
 		return nil

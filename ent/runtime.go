@@ -44,24 +44,28 @@ func init() {
 	erasedsubject.DefaultErasedAt = erasedsubjectDescErasedAt.Default.(func() time.Time)
 	githubbranchFields := schema.GitHubBranch{}.Fields()
 	_ = githubbranchFields
+	// githubbranchDescNamespace is the schema descriptor for namespace field.
+	githubbranchDescNamespace := githubbranchFields[1].Descriptor()
+	// githubbranch.NamespaceValidator is a validator for the "namespace" field. It is called by the builders before save.
+	githubbranch.NamespaceValidator = githubbranchDescNamespace.Validators[0].(func(string) error)
 	// githubbranchDescRepository is the schema descriptor for repository field.
-	githubbranchDescRepository := githubbranchFields[1].Descriptor()
+	githubbranchDescRepository := githubbranchFields[2].Descriptor()
 	// githubbranch.RepositoryValidator is a validator for the "repository" field. It is called by the builders before save.
 	githubbranch.RepositoryValidator = githubbranchDescRepository.Validators[0].(func(string) error)
 	// githubbranchDescRef is the schema descriptor for ref field.
-	githubbranchDescRef := githubbranchFields[2].Descriptor()
+	githubbranchDescRef := githubbranchFields[3].Descriptor()
 	// githubbranch.RefValidator is a validator for the "ref" field. It is called by the builders before save.
 	githubbranch.RefValidator = githubbranchDescRef.Validators[0].(func(string) error)
 	// githubbranchDescDeleted is the schema descriptor for deleted field.
-	githubbranchDescDeleted := githubbranchFields[4].Descriptor()
+	githubbranchDescDeleted := githubbranchFields[5].Descriptor()
 	// githubbranch.DefaultDeleted holds the default value on creation for the deleted field.
 	githubbranch.DefaultDeleted = githubbranchDescDeleted.Default.(bool)
 	// githubbranchDescDeliveryID is the schema descriptor for delivery_id field.
-	githubbranchDescDeliveryID := githubbranchFields[6].Descriptor()
+	githubbranchDescDeliveryID := githubbranchFields[7].Descriptor()
 	// githubbranch.DefaultDeliveryID holds the default value on creation for the delivery_id field.
 	githubbranch.DefaultDeliveryID = githubbranchDescDeliveryID.Default.(string)
 	// githubbranchDescUpdatedAt is the schema descriptor for updated_at field.
-	githubbranchDescUpdatedAt := githubbranchFields[7].Descriptor()
+	githubbranchDescUpdatedAt := githubbranchFields[8].Descriptor()
 	// githubbranch.DefaultUpdatedAt holds the default value on creation for the updated_at field.
 	githubbranch.DefaultUpdatedAt = githubbranchDescUpdatedAt.Default.(func() time.Time)
 	// githubbranch.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.

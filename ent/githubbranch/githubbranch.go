@@ -13,6 +13,8 @@ const (
 	Label = "git_hub_branch"
 	// FieldID holds the string denoting the id field in the database.
 	FieldID = "id"
+	// FieldNamespace holds the string denoting the namespace field in the database.
+	FieldNamespace = "namespace"
 	// FieldRepository holds the string denoting the repository field in the database.
 	FieldRepository = "repository"
 	// FieldRef holds the string denoting the ref field in the database.
@@ -34,6 +36,7 @@ const (
 // Columns holds all SQL columns for githubbranch fields.
 var Columns = []string{
 	FieldID,
+	FieldNamespace,
 	FieldRepository,
 	FieldRef,
 	FieldHeadSha,
@@ -54,6 +57,8 @@ func ValidColumn(column string) bool {
 }
 
 var (
+	// NamespaceValidator is a validator for the "namespace" field. It is called by the builders before save.
+	NamespaceValidator func(string) error
 	// RepositoryValidator is a validator for the "repository" field. It is called by the builders before save.
 	RepositoryValidator func(string) error
 	// RefValidator is a validator for the "ref" field. It is called by the builders before save.
@@ -74,6 +79,11 @@ type OrderOption func(*sql.Selector)
 // ByID orders the results by the id field.
 func ByID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldID, opts...).ToFunc()
+}
+
+// ByNamespace orders the results by the namespace field.
+func ByNamespace(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldNamespace, opts...).ToFunc()
 }
 
 // ByRepository orders the results by the repository field.

@@ -54,6 +54,11 @@ func IDLTE(id int64) predicate.GitHubBranch {
 	return predicate.GitHubBranch(sql.FieldLTE(FieldID, id))
 }
 
+// Namespace applies equality check predicate on the "namespace" field. It's identical to NamespaceEQ.
+func Namespace(v string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldEQ(FieldNamespace, v))
+}
+
 // Repository applies equality check predicate on the "repository" field. It's identical to RepositoryEQ.
 func Repository(v string) predicate.GitHubBranch {
 	return predicate.GitHubBranch(sql.FieldEQ(FieldRepository, v))
@@ -87,6 +92,71 @@ func DeliveryID(v string) predicate.GitHubBranch {
 // UpdatedAt applies equality check predicate on the "updated_at" field. It's identical to UpdatedAtEQ.
 func UpdatedAt(v time.Time) predicate.GitHubBranch {
 	return predicate.GitHubBranch(sql.FieldEQ(FieldUpdatedAt, v))
+}
+
+// NamespaceEQ applies the EQ predicate on the "namespace" field.
+func NamespaceEQ(v string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldEQ(FieldNamespace, v))
+}
+
+// NamespaceNEQ applies the NEQ predicate on the "namespace" field.
+func NamespaceNEQ(v string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldNEQ(FieldNamespace, v))
+}
+
+// NamespaceIn applies the In predicate on the "namespace" field.
+func NamespaceIn(vs ...string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldIn(FieldNamespace, vs...))
+}
+
+// NamespaceNotIn applies the NotIn predicate on the "namespace" field.
+func NamespaceNotIn(vs ...string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldNotIn(FieldNamespace, vs...))
+}
+
+// NamespaceGT applies the GT predicate on the "namespace" field.
+func NamespaceGT(v string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldGT(FieldNamespace, v))
+}
+
+// NamespaceGTE applies the GTE predicate on the "namespace" field.
+func NamespaceGTE(v string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldGTE(FieldNamespace, v))
+}
+
+// NamespaceLT applies the LT predicate on the "namespace" field.
+func NamespaceLT(v string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldLT(FieldNamespace, v))
+}
+
+// NamespaceLTE applies the LTE predicate on the "namespace" field.
+func NamespaceLTE(v string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldLTE(FieldNamespace, v))
+}
+
+// NamespaceContains applies the Contains predicate on the "namespace" field.
+func NamespaceContains(v string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldContains(FieldNamespace, v))
+}
+
+// NamespaceHasPrefix applies the HasPrefix predicate on the "namespace" field.
+func NamespaceHasPrefix(v string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldHasPrefix(FieldNamespace, v))
+}
+
+// NamespaceHasSuffix applies the HasSuffix predicate on the "namespace" field.
+func NamespaceHasSuffix(v string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldHasSuffix(FieldNamespace, v))
+}
+
+// NamespaceEqualFold applies the EqualFold predicate on the "namespace" field.
+func NamespaceEqualFold(v string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldEqualFold(FieldNamespace, v))
+}
+
+// NamespaceContainsFold applies the ContainsFold predicate on the "namespace" field.
+func NamespaceContainsFold(v string) predicate.GitHubBranch {
+	return predicate.GitHubBranch(sql.FieldContainsFold(FieldNamespace, v))
 }
 
 // RepositoryEQ applies the EQ predicate on the "repository" field.

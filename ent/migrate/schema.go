@@ -53,6 +53,7 @@ var (
 	// GithubBranchColumns holds the columns for the "github_branch" table.
 	GithubBranchColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "namespace", Type: field.TypeString},
 		{Name: "repository", Type: field.TypeString},
 		{Name: "ref", Type: field.TypeString},
 		{Name: "head_sha", Type: field.TypeString},
@@ -68,9 +69,9 @@ var (
 		PrimaryKey: []*schema.Column{GithubBranchColumns[0]},
 		Indexes: []*schema.Index{
 			{
-				Name:    "githubbranch_repository_ref",
+				Name:    "githubbranch_namespace_repository_ref",
 				Unique:  true,
-				Columns: []*schema.Column{GithubBranchColumns[1], GithubBranchColumns[2]},
+				Columns: []*schema.Column{GithubBranchColumns[1], GithubBranchColumns[2], GithubBranchColumns[3]},
 			},
 		},
 	}

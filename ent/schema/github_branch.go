@@ -10,8 +10,8 @@ import (
 	"entgo.io/ent/schema/index"
 )
 
-// GitHubBranch is the github module's latest pushed head of one ref of one
-// repository.
+// GitHubBranch is the branchhead module's latest pushed head of one ref of
+// one repository, per ledger namespace.
 type GitHubBranch struct {
 	ent.Schema
 }
@@ -25,6 +25,8 @@ func (GitHubBranch) Annotations() []schema.Annotation {
 func (GitHubBranch) Fields() []ent.Field {
 	return []ent.Field{
 		field.Int64("id"),
+		field.String("namespace").NotEmpty().Immutable().
+			Comment("The ledger namespace of the source that delivered the push: every key carries it."),
 		field.String("repository").NotEmpty().Immutable().Comment("owner/name"),
 		field.String("ref").NotEmpty().Immutable().Comment("refs/heads/main"),
 		field.String("head_sha"),
@@ -36,9 +38,9 @@ func (GitHubBranch) Fields() []ent.Field {
 	}
 }
 
-// Indexes of branch heads.
+// Indexes of branch heads: one head per namespace, repository and ref.
 func (GitHubBranch) Indexes() []ent.Index {
 	return []ent.Index{
-		index.Fields("repository", "ref").Unique(),
+		index.Fields("namespace", "repository", "ref").Unique(),
 	}
 }

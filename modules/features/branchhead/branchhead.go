@@ -54,14 +54,15 @@ func (m *module) applyPush(_ context.Context, tx *ledger.Tx, ev *ledger.Event) e
 	if pushedAt < 0 || pushedAt > time.Now().Add(provider.MaxFutureSkew).Unix() {
 		return ledger.Permanent(fmt.Errorf("push repository.pushed_at %d is not a time a push happened at", pushedAt))
 	}
-	m.pushes.Put(tx, branch{Repository: p.FullName, Ref: p.Ref}, []branchPush{{
+	m.pushes.Put(tx, branch{Namespace: ev.Namespace, Repository: p.FullName, Ref: p.Ref}, []branchPush{{
 		after: p.After, before: p.Before, deleted: p.Deleted || strings.Trim(p.After, "0") == "", pushedAt: pushedAt, deliveryID: ev.EventID,
 	}})
 	return nil
 }
 
-// branch is a github_branch row's unique key.
-type branch struct{ Repository, Ref string }
+// branch is a github_branch row's unique key. Namespace is the ledger
+// namespace of the push: each source's branches are its own.
+type branch struct{ Namespace, Repository, Ref string }
 
 // branchPush is one push's write.
 type branchPush struct {
@@ -83,14 +84,14 @@ func flushPushes(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[bran
 	for _, e := range entries {
 		for _, p := range e.Value {
 			_, err := tx.ExecContext(ctx, `
-				INSERT INTO github_branch AS b (repository, ref, head_sha, deleted, pushed_at, delivery_id)
-				VALUES ($1, $2, $3, $4, $5, $6)
-				ON CONFLICT (repository, ref) DO UPDATE
+				INSERT INTO github_branch AS b (namespace, repository, ref, head_sha, deleted, pushed_at, delivery_id)
+				VALUES ($8, $1, $2, $3, $4, $5, $6)
+				ON CONFLICT (namespace, repository, ref) DO UPDATE
 				SET head_sha = EXCLUDED.head_sha, deleted = EXCLUDED.deleted, pushed_at = EXCLUDED.pushed_at,
 					delivery_id = EXCLUDED.delivery_id, updated_at = CURRENT_TIMESTAMP
 				WHERE b.pushed_at < EXCLUDED.pushed_at
 					OR (b.pushed_at = EXCLUDED.pushed_at AND b.head_sha = $7)`,
-				e.Key.Repository, e.Key.Ref, p.after, p.deleted, p.pushedAt, p.deliveryID, p.before)
+				e.Key.Repository, e.Key.Ref, p.after, p.deleted, p.pushedAt, p.deliveryID, p.before, e.Key.Namespace)
 			if err != nil {
 				return fmt.Errorf("record push %s %s: %w", e.Key.Repository, e.Key.Ref, err)
 			}

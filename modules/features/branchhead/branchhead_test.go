@@ -1,6 +1,7 @@
 package branchhead_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -138,4 +139,31 @@ func TestFuturePushedAtIsRefused(t *testing.T) {
 	require.NoError(t, h.Deliver(t, "github", "d-real", "push", push("aaa", "bbb", 1_700_000_000)))
 	sha, _ := head(t, h, "acme/api", "refs/heads/main")
 	require.Equal(t, "bbb", sha)
+}
+
+// TestNamespacesKeepTheirOwnBranches: a push signed by a second GitHub
+// source (its own ledger namespace) of the same repository and ref moves
+// that source's branch head, never the first source's.
+func TestNamespacesKeepTheirOwnBranches(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	require.NoError(t, h.Deliver(t, "github", "d-first", "push", push("aaa", "bbb", 100)))
+	res, err := h.Claimer.Claim(context.Background(), ledger.Claim{
+		Namespace: "github-other", EventID: "d-second", Provider: "github", Source: "github-other", Type: "push", Payload: push("xxx", "yyy", 200),
+	})
+	require.NoError(t, err)
+	require.Equal(t, ledger.Claimed, res)
+	require.NoError(t, h.Apply(t, "github-other", "d-second", false))
+
+	heads := map[string]string{}
+	rows, err := h.DB.SQL.Query(`SELECT namespace, head_sha FROM github_branch WHERE repository = 'acme/api' AND ref = 'refs/heads/main'`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var ns, sha string
+		require.NoError(t, rows.Scan(&ns, &sha))
+		heads[ns] = sha
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]string{"github": "bbb", "github-other": "yyy"}, heads, "one head per namespace")
 }
