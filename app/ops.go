@@ -262,7 +262,12 @@ applied it (handlers: [] when none matched, null before its first apply),
 its failure history (failures: attempt, job_id, at, handler, error), and
 discard_reason when discarded; the job with its state, attempt,
 max_attempts, scheduled_at (the next retry of a waiting job) and River's
-errors.`,
+errors.
+
+A payload sealed with a key that PAYLOAD_KEYS does not hold (or with
+PAYLOAD_KEYS unset) cannot be shown: the rest is printed, without the
+payload, with payload_error saying why (also on stderr), and the exit code
+is 0.`,
 		Args: exactArgs(1, "one event id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			env, err := openOps(cmd.Context())
@@ -271,6 +276,12 @@ errors.`,
 			}
 			defer env.close()
 			row, err := env.store.Find(cmd.Context(), ns, args[0])
+			var sealed error
+			if errors.Is(err, ledger.ErrPayloadKey) {
+				// Everything but the payload needs no key.
+				sealed = fmt.Errorf("%w: set PAYLOAD_KEYS to the key it was sealed with to show it", err)
+				row, err = env.store.Locate(cmd.Context(), ns, args[0])
+			}
 			if err != nil {
 				return err
 			}
@@ -278,9 +289,14 @@ errors.`,
 			if err != nil {
 				return err
 			}
+			out := map[string]any{"event": admin.EventOf(row, true), "job": job}
+			if sealed != nil {
+				out["payload_error"] = sealed.Error()
+				fmt.Fprintf(cmd.ErrOrStderr(), "hookledger: the payload is not shown: %v\n", sealed)
+			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
-			return enc.Encode(map[string]any{"event": admin.EventOf(row, true), "job": job})
+			return enc.Encode(out)
 		},
 	}
 	cmd.Flags().StringVar(&ns, "namespace", "", "ledger namespace, when the id is ambiguous")
@@ -301,7 +317,13 @@ func eventsRequeueCommand(t terminal) *cobra.Command {
 transaction each: River's existing job when it still has it, else a new one.
 
 With ids, exactly the named events are requeued, whatever the order of ids
-and flags. Without ids, a filter (--status, --source, --type, --since,
+and flags. Every id is looked up first: an unknown id, or a settled event
+without --force, changes nothing. Then each event is requeued in a
+transaction of its own, with a line for each: "requeued", or "pending" when
+it is being applied right now (that apply is left to finish; nothing is
+changed). An event refused in between (settled or erased meanwhile) is
+named on stderr and the exit code is 1; the others stay requeued.
+Without ids, a filter (--status, --source, --type, --since,
 --until) or --all selects them: failed events (or discarded ones with
 --status discarded), or settled ones with --force.
 A bulk requeue of more than one event shows the count and asks for
@@ -348,11 +370,12 @@ handler.`,
 
 // findAll looks every id up, and checks each row with check, before the
 // caller changes any: a typo, or a row the command cannot take, changes
-// nothing.
+// nothing. It reads no payload: the rows it returns have none, and a
+// sealed ledger needs no PAYLOAD_KEYS for it.
 func findAll(ctx context.Context, store *ledger.Store, ns string, ids []string, check func(*ent.WebhookEvent) error) ([]*ent.WebhookEvent, error) {
 	rows := make([]*ent.WebhookEvent, len(ids))
 	for i, id := range ids {
-		row, err := store.Find(ctx, ns, id)
+		row, err := store.Locate(ctx, ns, id)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", id, err)
 		}
@@ -364,8 +387,10 @@ func findAll(ctx context.Context, store *ledger.Store, ns string, ids []string, 
 	return rows, nil
 }
 
-// requeueIDs requeues exactly the named events. Every id is looked up
-// before any is changed, so a typo changes nothing.
+// requeueIDs requeues exactly the named events, each in a transaction of
+// its own, printing what it did with each. Every id is looked up before
+// any is changed, so a typo changes nothing; an event refused after that
+// (settled or erased meanwhile) is reported, and the others stay requeued.
 func requeueIDs(ctx context.Context, w io.Writer, ns string, ids []string, force, dryRun bool) error {
 	env, err := openOps(ctx)
 	if err != nil {
@@ -392,6 +417,10 @@ func requeueIDs(ctx context.Context, w io.Writer, ns string, ids []string, force
 			failed = append(failed, fmt.Errorf("%s/%s: %w", r.Namespace, r.EventID, err))
 			continue
 		}
+		if res == ledger.RequeuePending {
+			fmt.Fprintf(w, "%s/%s: pending (being applied right now: left to that apply, not requeued)\n", r.Namespace, r.EventID)
+			continue
+		}
 		fmt.Fprintf(w, "%s/%s: %s\n", r.Namespace, r.EventID, res)
 	}
 	return errors.Join(failed...)
@@ -409,9 +438,11 @@ will never apply (a poison payload, a customer that no longer exists).
 Settled events cannot be discarded. "hookledger events requeue ID" brings a
 discarded event back.
 
-Every id is looked up before any is changed, so a typo changes nothing. An
-event being applied right now is refused; run the command again when its
-apply ends.`,
+The named events are discarded all of them or none, in one transaction:
+an unknown id, a settled event, or an event being applied right now
+refuses the whole command (exit 1, the event and the reason on stderr) and
+nothing is discarded; run it again when the apply has ended, or without
+that id. On success it prints a line for each event.`,
 		Example: `  hookledger events discard evt_1Pgc6r --reason "customer deleted in Stripe"
   hookledger events discard --namespace stripe evt_1 evt_2 --reason "test mode events"`,
 		RunE: func(cmd *cobra.Command, ids []string) error {
@@ -429,37 +460,53 @@ apply ends.`,
 	return cmd
 }
 
-// discardIDs discards exactly the named events, printing a line for each.
-// Every id is looked up before any is changed, so a typo or a settled event
-// among them changes nothing.
+// discardIDs discards exactly the named events, all or none, printing a
+// line for each. All or none, because the ids are one decision of the
+// operator's (the test-mode events, a deleted customer's): a part done
+// leaves the ledger in a state nobody asked for, to be sorted out by
+// hand. Every id is looked up first, so a typo or a settled event among
+// them is told before anything is locked; then DiscardMany discards them
+// in one transaction, which an event settled or being applied meanwhile
+// rolls back.
 func discardIDs(ctx context.Context, w io.Writer, ns string, ids []string, reason string) error {
 	env, err := openOps(ctx)
 	if err != nil {
 		return err
 	}
 	defer env.close()
-	rows, err := findAll(ctx, env.store, ns, ids, func(r *ent.WebhookEvent) error {
+	discarded, err := discardAll(ctx, env.store, ns, ids, reason)
+	if err == nil {
+		for _, row := range discarded {
+			fmt.Fprintf(w, "%s/%s: discarded (%s)\n", row.Namespace, row.EventID, noteOf(row))
+		}
+		return nil
+	}
+	if errors.Is(err, ledger.ErrBeingApplied) {
+		err = fmt.Errorf("%w; try again when it ends", err)
+	}
+	if len(ids) > 1 {
+		return fmt.Errorf("%w; nothing was discarded", err)
+	}
+	return err
+}
+
+// discardAll looks the ids up and discards their events in one
+// transaction.
+func discardAll(ctx context.Context, store *ledger.Store, ns string, ids []string, reason string) ([]*ent.WebhookEvent, error) {
+	rows, err := findAll(ctx, store, ns, ids, func(r *ent.WebhookEvent) error {
 		if r.Status == webhookevent.StatusSettled {
 			return ledger.ErrNotDiscardable
 		}
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var failed []error
-	for _, r := range rows {
-		row, err := env.store.Discard(ctx, r.Namespace, r.EventID, reason)
-		switch {
-		case errors.Is(err, ledger.ErrBeingApplied):
-			failed = append(failed, fmt.Errorf("%s/%s: %w; try again when it ends", r.Namespace, r.EventID, err))
-		case err != nil:
-			failed = append(failed, fmt.Errorf("%s/%s: %w", r.Namespace, r.EventID, err))
-		default:
-			fmt.Fprintf(w, "%s/%s: discarded (%s)\n", row.Namespace, row.EventID, noteOf(row))
-		}
+	keys := make([]ledger.EventKey, len(rows))
+	for i, r := range rows {
+		keys[i] = ledger.EventKey{Namespace: r.Namespace, EventID: r.EventID}
 	}
-	return errors.Join(failed...)
+	return store.DiscardMany(ctx, keys, reason)
 }
 
 // requeueBulk counts what f selects, lists it with --dry-run, asks, and

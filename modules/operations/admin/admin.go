@@ -27,9 +27,10 @@ import (
 type Ledger interface {
 	List(ctx context.Context, f ledger.Filter) ([]*ent.WebhookEvent, int64, error)
 	Find(ctx context.Context, namespace, eventID string) (*ent.WebhookEvent, error)
+	Locate(ctx context.Context, namespace, eventID string) (*ent.WebhookEvent, error)
 	FindJob(ctx context.Context, namespace, eventID string) (*ledger.Job, error)
 	Requeue(ctx context.Context, namespace, eventID string, force bool) (ledger.RequeueResult, error)
-	Discard(ctx context.Context, namespace, eventID, reason string) (*ent.WebhookEvent, error)
+	DiscardMany(ctx context.Context, keys []ledger.EventKey, reason string) ([]*ent.WebhookEvent, error)
 	RequeueMatching(ctx context.Context, f ledger.Filter, force, dryRun bool) (ledger.RequeueCounts, error)
 	CountByStatus(ctx context.Context) (map[string]int64, bool, error)
 	Backlog(ctx context.Context) (ledger.Backlog, error)
@@ -205,7 +206,7 @@ func (h *handler) list(c *gin.Context) {
 }
 
 func (h *handler) show(c *gin.Context) {
-	h.onEvent(c, func(ctx context.Context, row *ent.WebhookEvent) (any, error) {
+	h.onEvent(c, h.cfg.Ledger.Find, func(ctx context.Context, row *ent.WebhookEvent) (any, error) {
 		job, err := h.cfg.Ledger.FindJob(ctx, row.Namespace, row.EventID)
 		if err != nil {
 			return nil, err
@@ -214,13 +215,16 @@ func (h *handler) show(c *gin.Context) {
 	})
 }
 
-// onEvent resolves the event a request names (its id, with ?namespace=
-// when the id exists in several namespaces), runs act on its row and
-// answers 200 with what act returns, or with the status its error maps to
-// (answerError). Every action on one event goes through it.
-func (h *handler) onEvent(c *gin.Context, act func(ctx context.Context, row *ent.WebhookEvent) (any, error)) {
+// onEvent resolves the event a request names with find (its id, with
+// ?namespace= when the id exists in several namespaces), runs act on its
+// row and answers 200 with what act returns, or with the status its error
+// maps to (answerError). Every action on one event goes through it; one
+// that changes no payload finds the row with Locate, which opens none, so
+// that it works without the PAYLOAD_KEYS a sealed payload needs.
+func (h *handler) onEvent(c *gin.Context, find func(ctx context.Context, namespace, eventID string) (*ent.WebhookEvent, error),
+	act func(ctx context.Context, row *ent.WebhookEvent) (any, error)) {
 	ctx := c.Request.Context()
-	row, err := h.cfg.Ledger.Find(ctx, c.Query("namespace"), c.Param("event_id"))
+	row, err := find(ctx, c.Query("namespace"), c.Param("event_id"))
 	var out any
 	if err == nil {
 		out, err = act(ctx, row)
@@ -254,7 +258,7 @@ func (h *handler) answerError(c *gin.Context, err error) {
 
 func (h *handler) requeueOne(c *gin.Context) {
 	force := c.Query("force") == "true"
-	h.onEvent(c, func(ctx context.Context, row *ent.WebhookEvent) (any, error) {
+	h.onEvent(c, h.cfg.Ledger.Locate, func(ctx context.Context, row *ent.WebhookEvent) (any, error) {
 		res, err := h.cfg.Ledger.Requeue(ctx, row.Namespace, row.EventID, force)
 		if err != nil {
 			return nil, err
@@ -272,18 +276,22 @@ const maxDiscardBody = 16 << 10
 
 // discard puts an event away with the reason in its body,
 // {"reason":"..."} (or a form's reason field), and answers with the
-// discarded row, as GET /admin/events/:event_id's "event".
+// discarded row, as GET /admin/events/:event_id's "event": with its
+// payload when this process's PAYLOAD_KEYS opens it, else without.
 func (h *handler) discard(c *gin.Context) {
 	reason, ok := discardReason(c)
 	if !ok {
 		return
 	}
-	h.onEvent(c, func(ctx context.Context, row *ent.WebhookEvent) (any, error) {
-		row, err := h.cfg.Ledger.Discard(ctx, row.Namespace, row.EventID, reason)
+	h.onEvent(c, h.cfg.Ledger.Locate, func(ctx context.Context, row *ent.WebhookEvent) (any, error) {
+		rows, err := h.cfg.Ledger.DiscardMany(ctx, []ledger.EventKey{{Namespace: row.Namespace, EventID: row.EventID}}, reason)
 		if err != nil {
 			return nil, err
 		}
-		return EventOf(row, true), nil
+		if full, err := h.cfg.Ledger.Find(ctx, row.Namespace, row.EventID); err == nil {
+			return EventOf(full, true), nil
+		}
+		return EventOf(rows[0], true), nil
 	})
 }
 

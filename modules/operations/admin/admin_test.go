@@ -21,12 +21,13 @@ import (
 
 const token = "admin-token"
 
-// fakeLedger answers Find, Requeue and Discard with the errors a test
-// sets; the rest of admin.Ledger is not called.
+// fakeLedger answers Find, Locate, Requeue and DiscardMany with the
+// errors a test sets; the rest of admin.Ledger is not called.
 type fakeLedger struct {
 	admin.Ledger
 	findErr, requeueErr, discardErr error
 	discarded                       []string
+	reasons                         map[ledger.EventKey]string
 }
 
 func (f *fakeLedger) Find(_ context.Context, ns, id string) (*ent.WebhookEvent, error) {
@@ -36,19 +37,39 @@ func (f *fakeLedger) Find(_ context.Context, ns, id string) (*ent.WebhookEvent, 
 	if ns == "" {
 		ns = "stripe"
 	}
+	if reason, ok := f.reasons[ledger.EventKey{Namespace: ns, EventID: id}]; ok {
+		return &ent.WebhookEvent{Namespace: ns, EventID: id, Status: webhookevent.StatusDiscarded, DiscardReason: &reason, Payload: `{}`}, nil
+	}
 	return &ent.WebhookEvent{Namespace: ns, EventID: id, Status: webhookevent.StatusFailed, Payload: `{}`}, nil
+}
+
+// Locate is Find without the payload.
+func (f *fakeLedger) Locate(ctx context.Context, ns, id string) (*ent.WebhookEvent, error) {
+	row, err := f.Find(ctx, ns, id)
+	if row != nil {
+		row.Payload = ""
+	}
+	return row, err
 }
 
 func (f *fakeLedger) Requeue(context.Context, string, string, bool) (ledger.RequeueResult, error) {
 	return ledger.RequeueRequeued, f.requeueErr
 }
 
-func (f *fakeLedger) Discard(_ context.Context, ns, id, reason string) (*ent.WebhookEvent, error) {
+func (f *fakeLedger) DiscardMany(_ context.Context, keys []ledger.EventKey, reason string) ([]*ent.WebhookEvent, error) {
 	if f.discardErr != nil {
 		return nil, f.discardErr
 	}
-	f.discarded = append(f.discarded, ns+"/"+id+": "+reason)
-	return &ent.WebhookEvent{Namespace: ns, EventID: id, Status: webhookevent.StatusDiscarded, DiscardReason: &reason, Payload: `{}`}, nil
+	if f.reasons == nil {
+		f.reasons = map[ledger.EventKey]string{}
+	}
+	rows := make([]*ent.WebhookEvent, len(keys))
+	for i, k := range keys {
+		f.discarded = append(f.discarded, k.Namespace+"/"+k.EventID+": "+reason)
+		f.reasons[k] = reason
+		rows[i], _ = f.Locate(context.Background(), k.Namespace, k.EventID)
+	}
+	return rows, nil
 }
 
 func serve(t *testing.T, l admin.Ledger, method, path, contentType, body string, header http.Header) (int, map[string]any) {

@@ -45,7 +45,7 @@ type Ledger interface {
 	FindJob(ctx context.Context, namespace, eventID string) (*ledger.Job, error)
 	FindJobs(ctx context.Context, keys []ledger.EventKey) (map[ledger.EventKey]*ledger.Job, error)
 	Requeue(ctx context.Context, namespace, eventID string, force bool) (ledger.RequeueResult, error)
-	Discard(ctx context.Context, namespace, eventID, reason string) (*ent.WebhookEvent, error)
+	DiscardMany(ctx context.Context, keys []ledger.EventKey, reason string) ([]*ent.WebhookEvent, error)
 	RequeueMatching(ctx context.Context, f ledger.Filter, force, dryRun bool) (ledger.RequeueCounts, error)
 	CountByStatus(ctx context.Context) (map[string]int64, bool, error)
 	Backlog(ctx context.Context) (ledger.Backlog, error)
@@ -74,8 +74,6 @@ type Config struct {
 	LogOnly bool
 	// RiverUI is the path River UI is served at ("/riverui"), "" when off.
 	RiverUI string
-	// Failures are the failure groups the Failed page shows first.
-	Failures Failures
 }
 
 // Routes lists every route the console serves, all behind cfg.Auth and
@@ -92,9 +90,6 @@ func Routes(r gin.IRouter, cfg Config) {
 	g.GET("/failed", h.failed)
 	g.GET("/failed/confirm", h.confirmFailed)
 	g.POST("/failed/requeue", h.requeueFailed)
-	g.GET("/failed/group", h.failureGroup)
-	g.POST("/failed/group/requeue", h.requeueGroup)
-	g.POST("/failed/group/discard", h.discardGroup)
 	static, _ := fs.Sub(staticFS, "static")
 	g.StaticFS("/static", http.FS(static))
 }
@@ -169,7 +164,7 @@ func duration(d time.Duration) string {
 }
 
 // pageNames are the pages, each templates/<name>.html defining "content".
-var pageNames = []string{"overview", "events", "event", "failed", "confirm", "done", "group", "groupdone"}
+var pageNames = []string{"overview", "events", "event", "failed", "confirm", "done"}
 
 // shared are parsed with every page: the layout around it, and the
 // templates pages call, such as "rows" (rows.html), the event table of the

@@ -245,13 +245,14 @@ func (h *handler) requeue(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, eventURL(ns, id)+"&done="+done)
 }
 
-// discard is the detail page's Discard: Discard with the form's reason,
-// exactly as POST /admin/events/{id}/discard. A refusal shows the event's
-// page again with why: 400 without a reason, 409 when the event is
-// settled or being applied right now.
+// discard is the detail page's Discard: DiscardMany of the one event with
+// the form's reason, exactly as POST /admin/events/{id}/discard, which
+// opens no payload. A refusal shows the event's page again with why: 400
+// without a reason, 409 when the event is settled or being applied right
+// now.
 func (h *handler) discard(c *gin.Context) {
 	ns, id := c.PostForm("namespace"), c.PostForm("id")
-	_, err := h.cfg.Ledger.Discard(c.Request.Context(), ns, id, c.PostForm("reason"))
+	_, err := h.cfg.Ledger.DiscardMany(c.Request.Context(), []ledger.EventKey{{Namespace: ns, EventID: id}}, c.PostForm("reason"))
 	switch {
 	case err == nil:
 		c.Redirect(http.StatusSeeOther, eventURL(ns, id)+"&done=discarded")
@@ -271,8 +272,6 @@ func (h *handler) discard(c *gin.Context) {
 }
 
 type failedData struct {
-	// Groups are the failed events grouped by cause, shown first.
-	Groups groupsView
 	Events rowsData
 	Next   string
 	Total  int
@@ -295,10 +294,6 @@ func (h *handler) failed(c *gin.Context) {
 		return
 	}
 	var d failedData
-	if d.Groups, err = h.failureGroups(c.Request.Context()); err != nil {
-		h.fail(c, err)
-		return
-	}
 	if d.Events, err = h.listRows(c.Request.Context(), rows); err != nil {
 		h.fail(c, err)
 		return
