@@ -74,6 +74,8 @@ type Config struct {
 	LogOnly bool
 	// RiverUI is the path River UI is served at ("/riverui"), "" when off.
 	RiverUI string
+	// Failures are the failure groups the Failed page shows first.
+	Failures Failures
 }
 
 // Routes lists every route the console serves, all behind cfg.Auth and
@@ -90,6 +92,9 @@ func Routes(r gin.IRouter, cfg Config) {
 	g.GET("/failed", h.failed)
 	g.GET("/failed/confirm", h.confirmFailed)
 	g.POST("/failed/requeue", h.requeueFailed)
+	g.GET("/failed/group", h.failureGroup)
+	g.POST("/failed/group/requeue", h.requeueGroup)
+	g.POST("/failed/group/discard", h.discardGroup)
 	static, _ := fs.Sub(staticFS, "static")
 	g.StaticFS("/static", http.FS(static))
 }
@@ -164,7 +169,7 @@ func duration(d time.Duration) string {
 }
 
 // pageNames are the pages, each templates/<name>.html defining "content".
-var pageNames = []string{"overview", "events", "event", "failed", "confirm", "done"}
+var pageNames = []string{"overview", "events", "event", "failed", "confirm", "done", "group", "groupdone"}
 
 // shared are parsed with every page: the layout around it, and the
 // templates pages call, such as "rows" (rows.html), the event table of the

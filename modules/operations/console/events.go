@@ -272,6 +272,8 @@ func (h *handler) discard(c *gin.Context) {
 }
 
 type failedData struct {
+	// Groups are the failed events grouped by cause, shown first.
+	Groups groupsView
 	Events rowsData
 	Next   string
 	Total  int
@@ -294,6 +296,10 @@ func (h *handler) failed(c *gin.Context) {
 		return
 	}
 	var d failedData
+	if d.Groups, err = h.failureGroups(c.Request.Context()); err != nil {
+		h.fail(c, err)
+		return
+	}
 	if d.Events, err = h.listRows(c.Request.Context(), rows); err != nil {
 		h.fail(c, err)
 		return
