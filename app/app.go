@@ -33,6 +33,8 @@ import (
 	"github.com/hookledger/hookledger/modules/core/shortcircuit"
 	"github.com/hookledger/hookledger/modules/core/web"
 	"github.com/hookledger/hookledger/modules/features/branchhead"
+	"github.com/hookledger/hookledger/modules/features/entitlement"
+	"github.com/hookledger/hookledger/modules/features/invoice"
 	"github.com/hookledger/hookledger/modules/features/payment"
 	"github.com/hookledger/hookledger/modules/features/subscription"
 	"github.com/hookledger/hookledger/modules/features/thin"
@@ -277,6 +279,8 @@ func (a *App) registerModules() {
 	thin.Register(a.registry, thin.Config{API: provider.StripeAPI{
 		Base: a.cfg.StripeAPIBase, Key: a.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 10 * time.Second}}})
 	branchhead.Register(a.registry)
+	invoice.Register(a.registry)
+	entitlement.Register(a.registry)
 	if a.cfg.ReconcileInterval > 0 {
 		replay.RegisterReconcile(a.registry, replay.ReconcileConfig{
 			DB: a.db, Source: intakeSource(a.cfg, a.cfg.ReconcileSource, "stripe"),

@@ -20,6 +20,8 @@ import (
 	"github.com/hookledger/hookledger/modules/core/metrics"
 	"github.com/hookledger/hookledger/modules/core/provider"
 	"github.com/hookledger/hookledger/modules/features/branchhead"
+	"github.com/hookledger/hookledger/modules/features/entitlement"
+	"github.com/hookledger/hookledger/modules/features/invoice"
 	"github.com/hookledger/hookledger/modules/features/payment"
 	"github.com/hookledger/hookledger/modules/features/subscription"
 	"github.com/hookledger/hookledger/modules/features/usage"
@@ -34,6 +36,8 @@ var moduleSamples = map[string]func() fs.FS{
 	"payment":      payment.Samples,
 	"usage":        usage.Samples,
 	"branchhead":   branchhead.Samples,
+	"invoice":      invoice.Samples,
+	"entitlement":  entitlement.Samples,
 }
 
 // catalog reads every registered module's samples.

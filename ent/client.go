@@ -15,8 +15,11 @@ import (
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"github.com/hookledger/hookledger/ent/deliverystat"
+	"github.com/hookledger/hookledger/ent/entitlement"
+	"github.com/hookledger/hookledger/ent/entitlementsummary"
 	"github.com/hookledger/hookledger/ent/erasedsubject"
 	"github.com/hookledger/hookledger/ent/githubbranch"
+	"github.com/hookledger/hookledger/ent/invoice"
 	"github.com/hookledger/hookledger/ent/ledgeridentity"
 	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/replaywatermark"
@@ -36,10 +39,16 @@ type Client struct {
 	Schema *migrate.Schema
 	// DeliveryStat is the client for interacting with the DeliveryStat builders.
 	DeliveryStat *DeliveryStatClient
+	// Entitlement is the client for interacting with the Entitlement builders.
+	Entitlement *EntitlementClient
+	// EntitlementSummary is the client for interacting with the EntitlementSummary builders.
+	EntitlementSummary *EntitlementSummaryClient
 	// ErasedSubject is the client for interacting with the ErasedSubject builders.
 	ErasedSubject *ErasedSubjectClient
 	// GitHubBranch is the client for interacting with the GitHubBranch builders.
 	GitHubBranch *GitHubBranchClient
+	// Invoice is the client for interacting with the Invoice builders.
+	Invoice *InvoiceClient
 	// LedgerIdentity is the client for interacting with the LedgerIdentity builders.
 	LedgerIdentity *LedgerIdentityClient
 	// Payment is the client for interacting with the Payment builders.
@@ -68,8 +77,11 @@ func NewClient(opts ...Option) *Client {
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
 	c.DeliveryStat = NewDeliveryStatClient(c.config)
+	c.Entitlement = NewEntitlementClient(c.config)
+	c.EntitlementSummary = NewEntitlementSummaryClient(c.config)
 	c.ErasedSubject = NewErasedSubjectClient(c.config)
 	c.GitHubBranch = NewGitHubBranchClient(c.config)
+	c.Invoice = NewInvoiceClient(c.config)
 	c.LedgerIdentity = NewLedgerIdentityClient(c.config)
 	c.Payment = NewPaymentClient(c.config)
 	c.ReplayWatermark = NewReplayWatermarkClient(c.config)
@@ -168,19 +180,22 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:             ctx,
-		config:          cfg,
-		DeliveryStat:    NewDeliveryStatClient(cfg),
-		ErasedSubject:   NewErasedSubjectClient(cfg),
-		GitHubBranch:    NewGitHubBranchClient(cfg),
-		LedgerIdentity:  NewLedgerIdentityClient(cfg),
-		Payment:         NewPaymentClient(cfg),
-		ReplayWatermark: NewReplayWatermarkClient(cfg),
-		Subscription:    NewSubscriptionClient(cfg),
-		UsageDelta:      NewUsageDeltaClient(cfg),
-		UsageTotal:      NewUsageTotalClient(cfg),
-		WebhookEvent:    NewWebhookEventClient(cfg),
-		WebhookKey:      NewWebhookKeyClient(cfg),
+		ctx:                ctx,
+		config:             cfg,
+		DeliveryStat:       NewDeliveryStatClient(cfg),
+		Entitlement:        NewEntitlementClient(cfg),
+		EntitlementSummary: NewEntitlementSummaryClient(cfg),
+		ErasedSubject:      NewErasedSubjectClient(cfg),
+		GitHubBranch:       NewGitHubBranchClient(cfg),
+		Invoice:            NewInvoiceClient(cfg),
+		LedgerIdentity:     NewLedgerIdentityClient(cfg),
+		Payment:            NewPaymentClient(cfg),
+		ReplayWatermark:    NewReplayWatermarkClient(cfg),
+		Subscription:       NewSubscriptionClient(cfg),
+		UsageDelta:         NewUsageDeltaClient(cfg),
+		UsageTotal:         NewUsageTotalClient(cfg),
+		WebhookEvent:       NewWebhookEventClient(cfg),
+		WebhookKey:         NewWebhookKeyClient(cfg),
 	}, nil
 }
 
@@ -198,19 +213,22 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:             ctx,
-		config:          cfg,
-		DeliveryStat:    NewDeliveryStatClient(cfg),
-		ErasedSubject:   NewErasedSubjectClient(cfg),
-		GitHubBranch:    NewGitHubBranchClient(cfg),
-		LedgerIdentity:  NewLedgerIdentityClient(cfg),
-		Payment:         NewPaymentClient(cfg),
-		ReplayWatermark: NewReplayWatermarkClient(cfg),
-		Subscription:    NewSubscriptionClient(cfg),
-		UsageDelta:      NewUsageDeltaClient(cfg),
-		UsageTotal:      NewUsageTotalClient(cfg),
-		WebhookEvent:    NewWebhookEventClient(cfg),
-		WebhookKey:      NewWebhookKeyClient(cfg),
+		ctx:                ctx,
+		config:             cfg,
+		DeliveryStat:       NewDeliveryStatClient(cfg),
+		Entitlement:        NewEntitlementClient(cfg),
+		EntitlementSummary: NewEntitlementSummaryClient(cfg),
+		ErasedSubject:      NewErasedSubjectClient(cfg),
+		GitHubBranch:       NewGitHubBranchClient(cfg),
+		Invoice:            NewInvoiceClient(cfg),
+		LedgerIdentity:     NewLedgerIdentityClient(cfg),
+		Payment:            NewPaymentClient(cfg),
+		ReplayWatermark:    NewReplayWatermarkClient(cfg),
+		Subscription:       NewSubscriptionClient(cfg),
+		UsageDelta:         NewUsageDeltaClient(cfg),
+		UsageTotal:         NewUsageTotalClient(cfg),
+		WebhookEvent:       NewWebhookEventClient(cfg),
+		WebhookKey:         NewWebhookKeyClient(cfg),
 	}, nil
 }
 
@@ -240,9 +258,9 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.DeliveryStat, c.ErasedSubject, c.GitHubBranch, c.LedgerIdentity, c.Payment,
-		c.ReplayWatermark, c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent,
-		c.WebhookKey,
+		c.DeliveryStat, c.Entitlement, c.EntitlementSummary, c.ErasedSubject,
+		c.GitHubBranch, c.Invoice, c.LedgerIdentity, c.Payment, c.ReplayWatermark,
+		c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent, c.WebhookKey,
 	} {
 		n.Use(hooks...)
 	}
@@ -252,9 +270,9 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.DeliveryStat, c.ErasedSubject, c.GitHubBranch, c.LedgerIdentity, c.Payment,
-		c.ReplayWatermark, c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent,
-		c.WebhookKey,
+		c.DeliveryStat, c.Entitlement, c.EntitlementSummary, c.ErasedSubject,
+		c.GitHubBranch, c.Invoice, c.LedgerIdentity, c.Payment, c.ReplayWatermark,
+		c.Subscription, c.UsageDelta, c.UsageTotal, c.WebhookEvent, c.WebhookKey,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -265,10 +283,16 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
 	case *DeliveryStatMutation:
 		return c.DeliveryStat.mutate(ctx, m)
+	case *EntitlementMutation:
+		return c.Entitlement.mutate(ctx, m)
+	case *EntitlementSummaryMutation:
+		return c.EntitlementSummary.mutate(ctx, m)
 	case *ErasedSubjectMutation:
 		return c.ErasedSubject.mutate(ctx, m)
 	case *GitHubBranchMutation:
 		return c.GitHubBranch.mutate(ctx, m)
+	case *InvoiceMutation:
+		return c.Invoice.mutate(ctx, m)
 	case *LedgerIdentityMutation:
 		return c.LedgerIdentity.mutate(ctx, m)
 	case *PaymentMutation:
@@ -420,6 +444,272 @@ func (c *DeliveryStatClient) mutate(ctx context.Context, m *DeliveryStatMutation
 		return (&DeliveryStatDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown DeliveryStat mutation op: %q", m.Op())
+	}
+}
+
+// EntitlementClient is a client for the Entitlement schema.
+type EntitlementClient struct {
+	config
+}
+
+// NewEntitlementClient returns a client for the Entitlement from the given config.
+func NewEntitlementClient(c config) *EntitlementClient {
+	return &EntitlementClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `entitlement.Hooks(f(g(h())))`.
+func (c *EntitlementClient) Use(hooks ...Hook) {
+	c.hooks.Entitlement = append(c.hooks.Entitlement, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `entitlement.Intercept(f(g(h())))`.
+func (c *EntitlementClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Entitlement = append(c.inters.Entitlement, interceptors...)
+}
+
+// Create returns a builder for creating a Entitlement entity.
+func (c *EntitlementClient) Create() *EntitlementCreate {
+	mutation := newEntitlementMutation(c.config, OpCreate)
+	return &EntitlementCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Entitlement entities.
+func (c *EntitlementClient) CreateBulk(builders ...*EntitlementCreate) *EntitlementCreateBulk {
+	return &EntitlementCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *EntitlementClient) MapCreateBulk(slice any, setFunc func(*EntitlementCreate, int)) *EntitlementCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &EntitlementCreateBulk{err: fmt.Errorf("calling to EntitlementClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*EntitlementCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &EntitlementCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Entitlement.
+func (c *EntitlementClient) Update() *EntitlementUpdate {
+	mutation := newEntitlementMutation(c.config, OpUpdate)
+	return &EntitlementUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *EntitlementClient) UpdateOne(_m *Entitlement) *EntitlementUpdateOne {
+	mutation := newEntitlementMutation(c.config, OpUpdateOne, withEntitlement(_m))
+	return &EntitlementUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *EntitlementClient) UpdateOneID(id int64) *EntitlementUpdateOne {
+	mutation := newEntitlementMutation(c.config, OpUpdateOne, withEntitlementID(id))
+	return &EntitlementUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Entitlement.
+func (c *EntitlementClient) Delete() *EntitlementDelete {
+	mutation := newEntitlementMutation(c.config, OpDelete)
+	return &EntitlementDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *EntitlementClient) DeleteOne(_m *Entitlement) *EntitlementDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *EntitlementClient) DeleteOneID(id int64) *EntitlementDeleteOne {
+	builder := c.Delete().Where(entitlement.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &EntitlementDeleteOne{builder}
+}
+
+// Query returns a query builder for Entitlement.
+func (c *EntitlementClient) Query() *EntitlementQuery {
+	return &EntitlementQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeEntitlement},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Entitlement entity by its id.
+func (c *EntitlementClient) Get(ctx context.Context, id int64) (*Entitlement, error) {
+	return c.Query().Where(entitlement.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *EntitlementClient) GetX(ctx context.Context, id int64) *Entitlement {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *EntitlementClient) Hooks() []Hook {
+	return c.hooks.Entitlement
+}
+
+// Interceptors returns the client interceptors.
+func (c *EntitlementClient) Interceptors() []Interceptor {
+	return c.inters.Entitlement
+}
+
+func (c *EntitlementClient) mutate(ctx context.Context, m *EntitlementMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&EntitlementCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&EntitlementUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&EntitlementUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&EntitlementDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Entitlement mutation op: %q", m.Op())
+	}
+}
+
+// EntitlementSummaryClient is a client for the EntitlementSummary schema.
+type EntitlementSummaryClient struct {
+	config
+}
+
+// NewEntitlementSummaryClient returns a client for the EntitlementSummary from the given config.
+func NewEntitlementSummaryClient(c config) *EntitlementSummaryClient {
+	return &EntitlementSummaryClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `entitlementsummary.Hooks(f(g(h())))`.
+func (c *EntitlementSummaryClient) Use(hooks ...Hook) {
+	c.hooks.EntitlementSummary = append(c.hooks.EntitlementSummary, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `entitlementsummary.Intercept(f(g(h())))`.
+func (c *EntitlementSummaryClient) Intercept(interceptors ...Interceptor) {
+	c.inters.EntitlementSummary = append(c.inters.EntitlementSummary, interceptors...)
+}
+
+// Create returns a builder for creating a EntitlementSummary entity.
+func (c *EntitlementSummaryClient) Create() *EntitlementSummaryCreate {
+	mutation := newEntitlementSummaryMutation(c.config, OpCreate)
+	return &EntitlementSummaryCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of EntitlementSummary entities.
+func (c *EntitlementSummaryClient) CreateBulk(builders ...*EntitlementSummaryCreate) *EntitlementSummaryCreateBulk {
+	return &EntitlementSummaryCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *EntitlementSummaryClient) MapCreateBulk(slice any, setFunc func(*EntitlementSummaryCreate, int)) *EntitlementSummaryCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &EntitlementSummaryCreateBulk{err: fmt.Errorf("calling to EntitlementSummaryClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*EntitlementSummaryCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &EntitlementSummaryCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for EntitlementSummary.
+func (c *EntitlementSummaryClient) Update() *EntitlementSummaryUpdate {
+	mutation := newEntitlementSummaryMutation(c.config, OpUpdate)
+	return &EntitlementSummaryUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *EntitlementSummaryClient) UpdateOne(_m *EntitlementSummary) *EntitlementSummaryUpdateOne {
+	mutation := newEntitlementSummaryMutation(c.config, OpUpdateOne, withEntitlementSummary(_m))
+	return &EntitlementSummaryUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *EntitlementSummaryClient) UpdateOneID(id int64) *EntitlementSummaryUpdateOne {
+	mutation := newEntitlementSummaryMutation(c.config, OpUpdateOne, withEntitlementSummaryID(id))
+	return &EntitlementSummaryUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for EntitlementSummary.
+func (c *EntitlementSummaryClient) Delete() *EntitlementSummaryDelete {
+	mutation := newEntitlementSummaryMutation(c.config, OpDelete)
+	return &EntitlementSummaryDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *EntitlementSummaryClient) DeleteOne(_m *EntitlementSummary) *EntitlementSummaryDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *EntitlementSummaryClient) DeleteOneID(id int64) *EntitlementSummaryDeleteOne {
+	builder := c.Delete().Where(entitlementsummary.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &EntitlementSummaryDeleteOne{builder}
+}
+
+// Query returns a query builder for EntitlementSummary.
+func (c *EntitlementSummaryClient) Query() *EntitlementSummaryQuery {
+	return &EntitlementSummaryQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeEntitlementSummary},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a EntitlementSummary entity by its id.
+func (c *EntitlementSummaryClient) Get(ctx context.Context, id int64) (*EntitlementSummary, error) {
+	return c.Query().Where(entitlementsummary.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *EntitlementSummaryClient) GetX(ctx context.Context, id int64) *EntitlementSummary {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *EntitlementSummaryClient) Hooks() []Hook {
+	return c.hooks.EntitlementSummary
+}
+
+// Interceptors returns the client interceptors.
+func (c *EntitlementSummaryClient) Interceptors() []Interceptor {
+	return c.inters.EntitlementSummary
+}
+
+func (c *EntitlementSummaryClient) mutate(ctx context.Context, m *EntitlementSummaryMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&EntitlementSummaryCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&EntitlementSummaryUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&EntitlementSummaryUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&EntitlementSummaryDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown EntitlementSummary mutation op: %q", m.Op())
 	}
 }
 
@@ -686,6 +976,139 @@ func (c *GitHubBranchClient) mutate(ctx context.Context, m *GitHubBranchMutation
 		return (&GitHubBranchDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown GitHubBranch mutation op: %q", m.Op())
+	}
+}
+
+// InvoiceClient is a client for the Invoice schema.
+type InvoiceClient struct {
+	config
+}
+
+// NewInvoiceClient returns a client for the Invoice from the given config.
+func NewInvoiceClient(c config) *InvoiceClient {
+	return &InvoiceClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `invoice.Hooks(f(g(h())))`.
+func (c *InvoiceClient) Use(hooks ...Hook) {
+	c.hooks.Invoice = append(c.hooks.Invoice, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `invoice.Intercept(f(g(h())))`.
+func (c *InvoiceClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Invoice = append(c.inters.Invoice, interceptors...)
+}
+
+// Create returns a builder for creating a Invoice entity.
+func (c *InvoiceClient) Create() *InvoiceCreate {
+	mutation := newInvoiceMutation(c.config, OpCreate)
+	return &InvoiceCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Invoice entities.
+func (c *InvoiceClient) CreateBulk(builders ...*InvoiceCreate) *InvoiceCreateBulk {
+	return &InvoiceCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *InvoiceClient) MapCreateBulk(slice any, setFunc func(*InvoiceCreate, int)) *InvoiceCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &InvoiceCreateBulk{err: fmt.Errorf("calling to InvoiceClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*InvoiceCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &InvoiceCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Invoice.
+func (c *InvoiceClient) Update() *InvoiceUpdate {
+	mutation := newInvoiceMutation(c.config, OpUpdate)
+	return &InvoiceUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *InvoiceClient) UpdateOne(_m *Invoice) *InvoiceUpdateOne {
+	mutation := newInvoiceMutation(c.config, OpUpdateOne, withInvoice(_m))
+	return &InvoiceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *InvoiceClient) UpdateOneID(id int64) *InvoiceUpdateOne {
+	mutation := newInvoiceMutation(c.config, OpUpdateOne, withInvoiceID(id))
+	return &InvoiceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Invoice.
+func (c *InvoiceClient) Delete() *InvoiceDelete {
+	mutation := newInvoiceMutation(c.config, OpDelete)
+	return &InvoiceDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *InvoiceClient) DeleteOne(_m *Invoice) *InvoiceDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *InvoiceClient) DeleteOneID(id int64) *InvoiceDeleteOne {
+	builder := c.Delete().Where(invoice.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &InvoiceDeleteOne{builder}
+}
+
+// Query returns a query builder for Invoice.
+func (c *InvoiceClient) Query() *InvoiceQuery {
+	return &InvoiceQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeInvoice},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Invoice entity by its id.
+func (c *InvoiceClient) Get(ctx context.Context, id int64) (*Invoice, error) {
+	return c.Query().Where(invoice.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *InvoiceClient) GetX(ctx context.Context, id int64) *Invoice {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *InvoiceClient) Hooks() []Hook {
+	return c.hooks.Invoice
+}
+
+// Interceptors returns the client interceptors.
+func (c *InvoiceClient) Interceptors() []Interceptor {
+	return c.inters.Invoice
+}
+
+func (c *InvoiceClient) mutate(ctx context.Context, m *InvoiceMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&InvoiceCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&InvoiceUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&InvoiceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&InvoiceDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Invoice mutation op: %q", m.Op())
 	}
 }
 
@@ -1756,14 +2179,14 @@ func (c *WebhookKeyClient) mutate(ctx context.Context, m *WebhookKeyMutation) (V
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		DeliveryStat, ErasedSubject, GitHubBranch, LedgerIdentity, Payment,
-		ReplayWatermark, Subscription, UsageDelta, UsageTotal, WebhookEvent,
-		WebhookKey []ent.Hook
+		DeliveryStat, Entitlement, EntitlementSummary, ErasedSubject, GitHubBranch,
+		Invoice, LedgerIdentity, Payment, ReplayWatermark, Subscription, UsageDelta,
+		UsageTotal, WebhookEvent, WebhookKey []ent.Hook
 	}
 	inters struct {
-		DeliveryStat, ErasedSubject, GitHubBranch, LedgerIdentity, Payment,
-		ReplayWatermark, Subscription, UsageDelta, UsageTotal, WebhookEvent,
-		WebhookKey []ent.Interceptor
+		DeliveryStat, Entitlement, EntitlementSummary, ErasedSubject, GitHubBranch,
+		Invoice, LedgerIdentity, Payment, ReplayWatermark, Subscription, UsageDelta,
+		UsageTotal, WebhookEvent, WebhookKey []ent.Interceptor
 	}
 )
 

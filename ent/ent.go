@@ -13,8 +13,11 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/hookledger/hookledger/ent/deliverystat"
+	"github.com/hookledger/hookledger/ent/entitlement"
+	"github.com/hookledger/hookledger/ent/entitlementsummary"
 	"github.com/hookledger/hookledger/ent/erasedsubject"
 	"github.com/hookledger/hookledger/ent/githubbranch"
+	"github.com/hookledger/hookledger/ent/invoice"
 	"github.com/hookledger/hookledger/ent/ledgeridentity"
 	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/replaywatermark"
@@ -83,17 +86,20 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			deliverystat.Table:    deliverystat.ValidColumn,
-			erasedsubject.Table:   erasedsubject.ValidColumn,
-			githubbranch.Table:    githubbranch.ValidColumn,
-			ledgeridentity.Table:  ledgeridentity.ValidColumn,
-			payment.Table:         payment.ValidColumn,
-			replaywatermark.Table: replaywatermark.ValidColumn,
-			subscription.Table:    subscription.ValidColumn,
-			usagedelta.Table:      usagedelta.ValidColumn,
-			usagetotal.Table:      usagetotal.ValidColumn,
-			webhookevent.Table:    webhookevent.ValidColumn,
-			webhookkey.Table:      webhookkey.ValidColumn,
+			deliverystat.Table:       deliverystat.ValidColumn,
+			entitlement.Table:        entitlement.ValidColumn,
+			entitlementsummary.Table: entitlementsummary.ValidColumn,
+			erasedsubject.Table:      erasedsubject.ValidColumn,
+			githubbranch.Table:       githubbranch.ValidColumn,
+			invoice.Table:            invoice.ValidColumn,
+			ledgeridentity.Table:     ledgeridentity.ValidColumn,
+			payment.Table:            payment.ValidColumn,
+			replaywatermark.Table:    replaywatermark.ValidColumn,
+			subscription.Table:       subscription.ValidColumn,
+			usagedelta.Table:         usagedelta.ValidColumn,
+			usagetotal.Table:         usagetotal.ValidColumn,
+			webhookevent.Table:       webhookevent.ValidColumn,
+			webhookkey.Table:         webhookkey.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

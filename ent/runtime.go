@@ -6,8 +6,11 @@ import (
 	"time"
 
 	"github.com/hookledger/hookledger/ent/deliverystat"
+	"github.com/hookledger/hookledger/ent/entitlement"
+	"github.com/hookledger/hookledger/ent/entitlementsummary"
 	"github.com/hookledger/hookledger/ent/erasedsubject"
 	"github.com/hookledger/hookledger/ent/githubbranch"
+	"github.com/hookledger/hookledger/ent/invoice"
 	"github.com/hookledger/hookledger/ent/ledgeridentity"
 	"github.com/hookledger/hookledger/ent/payment"
 	"github.com/hookledger/hookledger/ent/replaywatermark"
@@ -36,6 +39,62 @@ func init() {
 	deliverystatDescCount := deliverystatFields[4].Descriptor()
 	// deliverystat.DefaultCount holds the default value on creation for the count field.
 	deliverystat.DefaultCount = deliverystatDescCount.Default.(int64)
+	entitlementFields := schema.Entitlement{}.Fields()
+	_ = entitlementFields
+	// entitlementDescNamespace is the schema descriptor for namespace field.
+	entitlementDescNamespace := entitlementFields[1].Descriptor()
+	// entitlement.NamespaceValidator is a validator for the "namespace" field. It is called by the builders before save.
+	entitlement.NamespaceValidator = entitlementDescNamespace.Validators[0].(func(string) error)
+	// entitlementDescProvider is the schema descriptor for provider field.
+	entitlementDescProvider := entitlementFields[2].Descriptor()
+	// entitlement.ProviderValidator is a validator for the "provider" field. It is called by the builders before save.
+	entitlement.ProviderValidator = entitlementDescProvider.Validators[0].(func(string) error)
+	// entitlementDescCustomerID is the schema descriptor for customer_id field.
+	entitlementDescCustomerID := entitlementFields[3].Descriptor()
+	// entitlement.CustomerIDValidator is a validator for the "customer_id" field. It is called by the builders before save.
+	entitlement.CustomerIDValidator = entitlementDescCustomerID.Validators[0].(func(string) error)
+	// entitlementDescLookupKey is the schema descriptor for lookup_key field.
+	entitlementDescLookupKey := entitlementFields[4].Descriptor()
+	// entitlement.LookupKeyValidator is a validator for the "lookup_key" field. It is called by the builders before save.
+	entitlement.LookupKeyValidator = entitlementDescLookupKey.Validators[0].(func(string) error)
+	// entitlementDescFeatureID is the schema descriptor for feature_id field.
+	entitlementDescFeatureID := entitlementFields[5].Descriptor()
+	// entitlement.DefaultFeatureID holds the default value on creation for the feature_id field.
+	entitlement.DefaultFeatureID = entitlementDescFeatureID.Default.(string)
+	// entitlementDescUpdatedAt is the schema descriptor for updated_at field.
+	entitlementDescUpdatedAt := entitlementFields[7].Descriptor()
+	// entitlement.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	entitlement.DefaultUpdatedAt = entitlementDescUpdatedAt.Default.(func() time.Time)
+	// entitlement.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	entitlement.UpdateDefaultUpdatedAt = entitlementDescUpdatedAt.UpdateDefault.(func() time.Time)
+	entitlementsummaryFields := schema.EntitlementSummary{}.Fields()
+	_ = entitlementsummaryFields
+	// entitlementsummaryDescNamespace is the schema descriptor for namespace field.
+	entitlementsummaryDescNamespace := entitlementsummaryFields[1].Descriptor()
+	// entitlementsummary.NamespaceValidator is a validator for the "namespace" field. It is called by the builders before save.
+	entitlementsummary.NamespaceValidator = entitlementsummaryDescNamespace.Validators[0].(func(string) error)
+	// entitlementsummaryDescProvider is the schema descriptor for provider field.
+	entitlementsummaryDescProvider := entitlementsummaryFields[2].Descriptor()
+	// entitlementsummary.ProviderValidator is a validator for the "provider" field. It is called by the builders before save.
+	entitlementsummary.ProviderValidator = entitlementsummaryDescProvider.Validators[0].(func(string) error)
+	// entitlementsummaryDescCustomerID is the schema descriptor for customer_id field.
+	entitlementsummaryDescCustomerID := entitlementsummaryFields[3].Descriptor()
+	// entitlementsummary.CustomerIDValidator is a validator for the "customer_id" field. It is called by the builders before save.
+	entitlementsummary.CustomerIDValidator = entitlementsummaryDescCustomerID.Validators[0].(func(string) error)
+	// entitlementsummaryDescFeatures is the schema descriptor for features field.
+	entitlementsummaryDescFeatures := entitlementsummaryFields[5].Descriptor()
+	// entitlementsummary.DefaultFeatures holds the default value on creation for the features field.
+	entitlementsummary.DefaultFeatures = entitlementsummaryDescFeatures.Default.(string)
+	// entitlementsummaryDescEventID is the schema descriptor for event_id field.
+	entitlementsummaryDescEventID := entitlementsummaryFields[6].Descriptor()
+	// entitlementsummary.DefaultEventID holds the default value on creation for the event_id field.
+	entitlementsummary.DefaultEventID = entitlementsummaryDescEventID.Default.(string)
+	// entitlementsummaryDescUpdatedAt is the schema descriptor for updated_at field.
+	entitlementsummaryDescUpdatedAt := entitlementsummaryFields[7].Descriptor()
+	// entitlementsummary.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	entitlementsummary.DefaultUpdatedAt = entitlementsummaryDescUpdatedAt.Default.(func() time.Time)
+	// entitlementsummary.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	entitlementsummary.UpdateDefaultUpdatedAt = entitlementsummaryDescUpdatedAt.UpdateDefault.(func() time.Time)
 	erasedsubjectFields := schema.ErasedSubject{}.Fields()
 	_ = erasedsubjectFields
 	// erasedsubjectDescErasedAt is the schema descriptor for erased_at field.
@@ -70,6 +129,54 @@ func init() {
 	githubbranch.DefaultUpdatedAt = githubbranchDescUpdatedAt.Default.(func() time.Time)
 	// githubbranch.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
 	githubbranch.UpdateDefaultUpdatedAt = githubbranchDescUpdatedAt.UpdateDefault.(func() time.Time)
+	invoiceFields := schema.Invoice{}.Fields()
+	_ = invoiceFields
+	// invoiceDescNamespace is the schema descriptor for namespace field.
+	invoiceDescNamespace := invoiceFields[1].Descriptor()
+	// invoice.NamespaceValidator is a validator for the "namespace" field. It is called by the builders before save.
+	invoice.NamespaceValidator = invoiceDescNamespace.Validators[0].(func(string) error)
+	// invoiceDescProvider is the schema descriptor for provider field.
+	invoiceDescProvider := invoiceFields[2].Descriptor()
+	// invoice.ProviderValidator is a validator for the "provider" field. It is called by the builders before save.
+	invoice.ProviderValidator = invoiceDescProvider.Validators[0].(func(string) error)
+	// invoiceDescExternalID is the schema descriptor for external_id field.
+	invoiceDescExternalID := invoiceFields[3].Descriptor()
+	// invoice.ExternalIDValidator is a validator for the "external_id" field. It is called by the builders before save.
+	invoice.ExternalIDValidator = invoiceDescExternalID.Validators[0].(func(string) error)
+	// invoiceDescCustomerID is the schema descriptor for customer_id field.
+	invoiceDescCustomerID := invoiceFields[4].Descriptor()
+	// invoice.DefaultCustomerID holds the default value on creation for the customer_id field.
+	invoice.DefaultCustomerID = invoiceDescCustomerID.Default.(string)
+	// invoiceDescStatus is the schema descriptor for status field.
+	invoiceDescStatus := invoiceFields[5].Descriptor()
+	// invoice.DefaultStatus holds the default value on creation for the status field.
+	invoice.DefaultStatus = invoiceDescStatus.Default.(string)
+	// invoiceDescAmountDue is the schema descriptor for amount_due field.
+	invoiceDescAmountDue := invoiceFields[6].Descriptor()
+	// invoice.DefaultAmountDue holds the default value on creation for the amount_due field.
+	invoice.DefaultAmountDue = invoiceDescAmountDue.Default.(int64)
+	// invoiceDescAmountPaid is the schema descriptor for amount_paid field.
+	invoiceDescAmountPaid := invoiceFields[7].Descriptor()
+	// invoice.DefaultAmountPaid holds the default value on creation for the amount_paid field.
+	invoice.DefaultAmountPaid = invoiceDescAmountPaid.Default.(int64)
+	// invoiceDescCurrency is the schema descriptor for currency field.
+	invoiceDescCurrency := invoiceFields[8].Descriptor()
+	// invoice.DefaultCurrency holds the default value on creation for the currency field.
+	invoice.DefaultCurrency = invoiceDescCurrency.Default.(string)
+	// invoiceDescVersion is the schema descriptor for version field.
+	invoiceDescVersion := invoiceFields[9].Descriptor()
+	// invoice.DefaultVersion holds the default value on creation for the version field.
+	invoice.DefaultVersion = invoiceDescVersion.Default.(int64)
+	// invoiceDescEventID is the schema descriptor for event_id field.
+	invoiceDescEventID := invoiceFields[10].Descriptor()
+	// invoice.DefaultEventID holds the default value on creation for the event_id field.
+	invoice.DefaultEventID = invoiceDescEventID.Default.(string)
+	// invoiceDescUpdatedAt is the schema descriptor for updated_at field.
+	invoiceDescUpdatedAt := invoiceFields[11].Descriptor()
+	// invoice.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	invoice.DefaultUpdatedAt = invoiceDescUpdatedAt.Default.(func() time.Time)
+	// invoice.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	invoice.UpdateDefaultUpdatedAt = invoiceDescUpdatedAt.UpdateDefault.(func() time.Time)
 	ledgeridentityFields := schema.LedgerIdentity{}.Fields()
 	_ = ledgeridentityFields
 	// ledgeridentityDescIdentity is the schema descriptor for identity field.

@@ -16,10 +16,16 @@ type Tx struct {
 	config
 	// DeliveryStat is the client for interacting with the DeliveryStat builders.
 	DeliveryStat *DeliveryStatClient
+	// Entitlement is the client for interacting with the Entitlement builders.
+	Entitlement *EntitlementClient
+	// EntitlementSummary is the client for interacting with the EntitlementSummary builders.
+	EntitlementSummary *EntitlementSummaryClient
 	// ErasedSubject is the client for interacting with the ErasedSubject builders.
 	ErasedSubject *ErasedSubjectClient
 	// GitHubBranch is the client for interacting with the GitHubBranch builders.
 	GitHubBranch *GitHubBranchClient
+	// Invoice is the client for interacting with the Invoice builders.
+	Invoice *InvoiceClient
 	// LedgerIdentity is the client for interacting with the LedgerIdentity builders.
 	LedgerIdentity *LedgerIdentityClient
 	// Payment is the client for interacting with the Payment builders.
@@ -168,8 +174,11 @@ func (tx *Tx) Client() *Client {
 
 func (tx *Tx) init() {
 	tx.DeliveryStat = NewDeliveryStatClient(tx.config)
+	tx.Entitlement = NewEntitlementClient(tx.config)
+	tx.EntitlementSummary = NewEntitlementSummaryClient(tx.config)
 	tx.ErasedSubject = NewErasedSubjectClient(tx.config)
 	tx.GitHubBranch = NewGitHubBranchClient(tx.config)
+	tx.Invoice = NewInvoiceClient(tx.config)
 	tx.LedgerIdentity = NewLedgerIdentityClient(tx.config)
 	tx.Payment = NewPaymentClient(tx.config)
 	tx.ReplayWatermark = NewReplayWatermarkClient(tx.config)

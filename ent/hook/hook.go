@@ -21,6 +21,30 @@ func (f DeliveryStatFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DeliveryStatMutation", m)
 }
 
+// The EntitlementFunc type is an adapter to allow the use of ordinary
+// function as Entitlement mutator.
+type EntitlementFunc func(context.Context, *ent.EntitlementMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f EntitlementFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.EntitlementMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.EntitlementMutation", m)
+}
+
+// The EntitlementSummaryFunc type is an adapter to allow the use of ordinary
+// function as EntitlementSummary mutator.
+type EntitlementSummaryFunc func(context.Context, *ent.EntitlementSummaryMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f EntitlementSummaryFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.EntitlementSummaryMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.EntitlementSummaryMutation", m)
+}
+
 // The ErasedSubjectFunc type is an adapter to allow the use of ordinary
 // function as ErasedSubject mutator.
 type ErasedSubjectFunc func(context.Context, *ent.ErasedSubjectMutation) (ent.Value, error)
@@ -43,6 +67,18 @@ func (f GitHubBranchFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.GitHubBranchMutation", m)
+}
+
+// The InvoiceFunc type is an adapter to allow the use of ordinary
+// function as Invoice mutator.
+type InvoiceFunc func(context.Context, *ent.InvoiceMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f InvoiceFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.InvoiceMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.InvoiceMutation", m)
 }
 
 // The LedgerIdentityFunc type is an adapter to allow the use of ordinary

@@ -30,6 +30,54 @@ var (
 			},
 		},
 	}
+	// EntitlementColumns holds the columns for the "entitlement" table.
+	EntitlementColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "namespace", Type: field.TypeString},
+		{Name: "provider", Type: field.TypeString},
+		{Name: "customer_id", Type: field.TypeString},
+		{Name: "lookup_key", Type: field.TypeString},
+		{Name: "feature_id", Type: field.TypeString, Default: ""},
+		{Name: "version", Type: field.TypeInt64},
+		{Name: "updated_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+	}
+	// EntitlementTable holds the schema information for the "entitlement" table.
+	EntitlementTable = &schema.Table{
+		Name:       "entitlement",
+		Columns:    EntitlementColumns,
+		PrimaryKey: []*schema.Column{EntitlementColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "entitlement_namespace_provider_customer_id_lookup_key",
+				Unique:  true,
+				Columns: []*schema.Column{EntitlementColumns[1], EntitlementColumns[2], EntitlementColumns[3], EntitlementColumns[4]},
+			},
+		},
+	}
+	// EntitlementSummaryColumns holds the columns for the "entitlement_summary" table.
+	EntitlementSummaryColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "namespace", Type: field.TypeString},
+		{Name: "provider", Type: field.TypeString},
+		{Name: "customer_id", Type: field.TypeString},
+		{Name: "version", Type: field.TypeInt64},
+		{Name: "features", Type: field.TypeString, Default: ""},
+		{Name: "event_id", Type: field.TypeString, Default: ""},
+		{Name: "updated_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+	}
+	// EntitlementSummaryTable holds the schema information for the "entitlement_summary" table.
+	EntitlementSummaryTable = &schema.Table{
+		Name:       "entitlement_summary",
+		Columns:    EntitlementSummaryColumns,
+		PrimaryKey: []*schema.Column{EntitlementSummaryColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "entitlementsummary_namespace_provider_customer_id",
+				Unique:  true,
+				Columns: []*schema.Column{EntitlementSummaryColumns[1], EntitlementSummaryColumns[2], EntitlementSummaryColumns[3]},
+			},
+		},
+	}
 	// ErasedSubjectColumns holds the columns for the "erased_subject" table.
 	ErasedSubjectColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
@@ -72,6 +120,34 @@ var (
 				Name:    "githubbranch_namespace_repository_ref",
 				Unique:  true,
 				Columns: []*schema.Column{GithubBranchColumns[1], GithubBranchColumns[2], GithubBranchColumns[3]},
+			},
+		},
+	}
+	// InvoiceColumns holds the columns for the "invoice" table.
+	InvoiceColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "namespace", Type: field.TypeString},
+		{Name: "provider", Type: field.TypeString},
+		{Name: "external_id", Type: field.TypeString},
+		{Name: "customer_id", Type: field.TypeString, Default: ""},
+		{Name: "status", Type: field.TypeString, Default: ""},
+		{Name: "amount_due", Type: field.TypeInt64, Default: 0},
+		{Name: "amount_paid", Type: field.TypeInt64, Default: 0},
+		{Name: "currency", Type: field.TypeString, Default: ""},
+		{Name: "version", Type: field.TypeInt64, Default: 0},
+		{Name: "event_id", Type: field.TypeString, Default: ""},
+		{Name: "updated_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+	}
+	// InvoiceTable holds the schema information for the "invoice" table.
+	InvoiceTable = &schema.Table{
+		Name:       "invoice",
+		Columns:    InvoiceColumns,
+		PrimaryKey: []*schema.Column{InvoiceColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "invoice_namespace_provider_external_id",
+				Unique:  true,
+				Columns: []*schema.Column{InvoiceColumns[1], InvoiceColumns[2], InvoiceColumns[3]},
 			},
 		},
 	}
@@ -301,8 +377,11 @@ var (
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		DeliveryStatTable,
+		EntitlementTable,
+		EntitlementSummaryTable,
 		ErasedSubjectTable,
 		GithubBranchTable,
+		InvoiceTable,
 		LedgerIdentityTable,
 		PaymentTable,
 		ReplayWatermarkTable,
@@ -318,11 +397,20 @@ func init() {
 	DeliveryStatTable.Annotation = &entsql.Annotation{
 		Table: "delivery_stat",
 	}
+	EntitlementTable.Annotation = &entsql.Annotation{
+		Table: "entitlement",
+	}
+	EntitlementSummaryTable.Annotation = &entsql.Annotation{
+		Table: "entitlement_summary",
+	}
 	ErasedSubjectTable.Annotation = &entsql.Annotation{
 		Table: "erased_subject",
 	}
 	GithubBranchTable.Annotation = &entsql.Annotation{
 		Table: "github_branch",
+	}
+	InvoiceTable.Annotation = &entsql.Annotation{
+		Table: "invoice",
 	}
 	LedgerIdentityTable.Annotation = &entsql.Annotation{
 		Table: "ledger_identity",

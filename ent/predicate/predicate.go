@@ -9,11 +9,20 @@ import (
 // DeliveryStat is the predicate function for deliverystat builders.
 type DeliveryStat func(*sql.Selector)
 
+// Entitlement is the predicate function for entitlement builders.
+type Entitlement func(*sql.Selector)
+
+// EntitlementSummary is the predicate function for entitlementsummary builders.
+type EntitlementSummary func(*sql.Selector)
+
 // ErasedSubject is the predicate function for erasedsubject builders.
 type ErasedSubject func(*sql.Selector)
 
 // GitHubBranch is the predicate function for githubbranch builders.
 type GitHubBranch func(*sql.Selector)
+
+// Invoice is the predicate function for invoice builders.
+type Invoice func(*sql.Selector)
 
 // LedgerIdentity is the predicate function for ledgeridentity builders.
 type LedgerIdentity func(*sql.Selector)
