@@ -118,7 +118,7 @@ func checkoutRoot(dir string) (string, error) {
 		raw, err := os.ReadFile(filepath.Join(d, "go.mod"))
 		if err == nil {
 			if m := goModModule(raw); m != hookledgerModule {
-				return "", fmt.Errorf("%s is module %q, not %s: run hookledger new in a hookledger checkout",
+				return "", fmt.Errorf("%s is module %q, not %s: run hookledger-dev new in a hookledger checkout",
 					filepath.Join(d, "go.mod"), m, hookledgerModule)
 			}
 			return d, nil
@@ -127,7 +127,7 @@ func checkoutRoot(dir string) (string, error) {
 			return "", err
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.mod of %s in %s or above: run hookledger new in a hookledger checkout", hookledgerModule, dir)
+			return "", fmt.Errorf("no go.mod of %s in %s or above: run hookledger-dev new in a hookledger checkout", hookledgerModule, dir)
 		}
 	}
 }
