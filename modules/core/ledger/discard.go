@@ -37,7 +37,9 @@ const maxDiscardReason = 1000
 // right now (an apply that absorbed the event's job holds the job before
 // it reaches the row) is tried again a few times, briefly, and then the
 // discard answers ErrBeingApplied, having changed nothing; waiting would
-// let the two deadlock, and the apply may settle the event meanwhile.
+// let the two deadlock, and the apply may settle the event meanwhile. It
+// returns the row as Locate reads it: it opens no payload, so it needs no
+// PAYLOAD_KEYS.
 func (s *Store) Discard(ctx context.Context, namespace, eventID, reason string) (*ent.WebhookEvent, error) {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
@@ -61,7 +63,7 @@ func (s *Store) Discard(ctx context.Context, namespace, eventID, reason string) 
 	if err != nil {
 		return nil, err
 	}
-	return s.Find(ctx, namespace, eventID)
+	return s.Locate(ctx, namespace, eventID)
 }
 
 // A discard that meets an apply tries again after discardRetryWait,
