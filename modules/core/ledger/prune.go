@@ -237,7 +237,5 @@ func (w *PruneWorker) Timeout(*river.Job[PruneArgs]) time.Duration { return 30 *
 // PrunePeriodically returns the periodic job that runs PruneWorker every
 // interval on the elected leader, and once at start.
 func PrunePeriodically(interval time.Duration) *river.PeriodicJob {
-	return river.NewPeriodicJob(river.PeriodicInterval(interval),
-		func() (river.JobArgs, *river.InsertOpts) { return PruneArgs{}, nil },
-		&river.PeriodicJobOpts{RunOnStart: true, ID: "prune_ledger"})
+	return leaderPeriodically(interval, PruneArgs{})
 }

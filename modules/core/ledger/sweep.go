@@ -263,7 +263,13 @@ func (w *SweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return 10 *
 // SweepPeriodically is the sweep as a periodic job of the leader, run at
 // start too.
 func SweepPeriodically(interval time.Duration) *river.PeriodicJob {
+	return leaderPeriodically(interval, SweepArgs{})
+}
+
+// leaderPeriodically is a periodic job of args every interval, which
+// River runs on the elected leader, and once at start; its id is its kind.
+func leaderPeriodically(interval time.Duration, args river.JobArgs) *river.PeriodicJob {
 	return river.NewPeriodicJob(river.PeriodicInterval(interval),
-		func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
-		&river.PeriodicJobOpts{RunOnStart: true, ID: "ledger_sweep"})
+		func() (river.JobArgs, *river.InsertOpts) { return args, nil },
+		&river.PeriodicJobOpts{RunOnStart: true, ID: args.Kind()})
 }
