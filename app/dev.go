@@ -70,7 +70,17 @@ func Dev(ctx context.Context, cfg *config.Config, ln net.Listener, stdout, stder
 	fmt.Fprintf(stdout, "hookledger dev: http://%s  database %s  sources %s\n",
 		localAddr(ln.Addr().String()), config.RedactURL(cfg.DatabaseURL.Reveal()), sourceNames(cfg))
 	fmt.Fprintf(stdout, "send a signed test event:  go tool task trigger -- invoice.paid   (hookledger trigger --list shows every type)\n")
+	fmt.Fprintln(stdout, adminBanner(cfg, "http://"+localAddr(ln.Addr().String())))
 	return serve(ctx, cfg, config.RoleAll, ln)
+}
+
+// adminBanner is the banner's line of the console and River UI at base:
+// their addresses, or how to turn them on.
+func adminBanner(cfg *config.Config, base string) string {
+	if cfg.AdminToken.Reveal() == "" {
+		return fmt.Sprintf("console and River UI are off: set ADMIN_TOKEN to open %s/console/ and %s/riverui/", base, base)
+	}
+	return fmt.Sprintf("console: %s/console/login   River UI: %s/riverui/jobs?state=retryable   (log in with ADMIN_TOKEN)", base, base)
 }
 
 func localAddr(addr string) string {

@@ -54,6 +54,7 @@ func (a *App) buildHTTP(e, m *gin.Engine) {
 			Auth: admin.Auth(token, a.metrics, throttle), CSRFToken: admin.CSRFToken(token), CSRFField: admin.CSRFField,
 			Ledger: a.store, DB: a.db, Stats: a.stats, Sources: a.consoleSources(),
 			LogOnly: a.cfg.ClaimMode == config.ClaimLogOnly, RiverUI: "/riverui", Failures: consoleFailures{groups},
+			Sessions: admin.NewSessions(token, a.metrics, throttle),
 		})
 	}
 	if a.role.TakesWebhooks() {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
@@ -30,12 +31,13 @@ const CSRFField = "csrf_token"
 // CSRFHeader or in a form's CSRFField.
 func CSRFToken(token string) string { return csrfValue(token) }
 
-// Auth accepts "Authorization: Bearer <token>" or HTTP basic auth with the
-// token as password (for browsers), compared in constant time; anything
-// else gets 401 with a Basic challenge. Basic credentials are sent by a
+// Auth accepts "Authorization: Bearer <token>", HTTP basic auth with the
+// token as password, or the session cookie of a browser that logged in
+// (Sessions), compared in constant time; anything else gets 401 with a
+// Basic challenge. Basic credentials and the cookie are sent by a
 // browser on its own, even for a form another site submits, so a
 // state-changing request (any method but GET, HEAD and OPTIONS) under
-// basic auth must also prove it is not cross-site: Sec-Fetch-Site
+// either must also prove it is not cross-site: Sec-Fetch-Site
 // same-origin, or (from a browser that sends no Sec-Fetch-Site) an Origin
 // equal to the request's host, or the CSRF token (in CSRFHeader, or in a
 // form's CSRFField); else 403. A token that is present decides alone: a
@@ -56,6 +58,7 @@ func Auth(token string, m *metrics.Set, throttle *Throttle) gin.HandlerFunc {
 	}
 	want := sha256.Sum256([]byte(token))
 	csrf := csrfValue(token)
+	session := sessionKey(token)
 	refuse := func(c *gin.Context, status int, reason, msg string) {
 		web.Logger(c).Info("admin request refused", zap.String("reason", reason),
 			zap.String("origin", c.GetHeader("Origin")), zap.String("sec_fetch_site", c.GetHeader("Sec-Fetch-Site")))
@@ -71,6 +74,16 @@ func Auth(token string, m *metrics.Set, throttle *Throttle) gin.HandlerFunc {
 			got = bearer
 		} else if _, pass, ok := c.Request.BasicAuth(); ok {
 			got = pass
+		}
+		if got == "" && validSession(c.Request, session, time.Now()) {
+			// A browser's session cookie: sent by the browser on its own,
+			// as basic credentials are, so it needs the same CSRF proof.
+			if changesState(c.Request.Method) && !sameOrigin(c.Request, csrf) {
+				refuse(c, http.StatusForbidden, "cross_site", "a state-changing request with the session cookie needs a same-origin Origin or Sec-Fetch-Site, or "+CSRFHeader)
+				return
+			}
+			c.Next()
+			return
 		}
 		if got == "" {
 			c.Header("WWW-Authenticate", `Basic realm="hookledger"`)

@@ -76,6 +76,9 @@ type Config struct {
 	RiverUI string
 	// Failures are the failure groups the Failed page shows first.
 	Failures Failures
+	// Sessions serves /console/login and /console/logout; nil serves
+	// neither.
+	Sessions Sessions
 }
 
 // Routes lists every route the console serves, all behind cfg.Auth and
@@ -83,6 +86,12 @@ type Config struct {
 func Routes(r gin.IRouter, cfg Config) {
 	h := &handler{cfg: cfg, pages: parsePages()}
 	r.GET("/console", web.NoFraming, cfg.Auth, func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/console/") })
+	if cfg.Sessions != nil {
+		r.GET("/console/login", web.NoFraming, secureHeaders, h.loginPage)
+		r.POST("/console/login", web.NoFraming, secureHeaders, h.login)
+		r.GET("/console/logout", web.NoFraming, secureHeaders, h.logout)
+		r.POST("/console/logout", web.NoFraming, secureHeaders, h.logout)
+	}
 	g := r.Group("/console", web.NoFraming, cfg.Auth, secureHeaders)
 	g.GET("/", h.overview)
 	g.GET("/events", h.events)
@@ -169,7 +178,7 @@ func duration(d time.Duration) string {
 }
 
 // pageNames are the pages, each templates/<name>.html defining "content".
-var pageNames = []string{"overview", "events", "event", "failed", "confirm", "done", "group", "groupdone"}
+var pageNames = []string{"overview", "events", "event", "failed", "confirm", "done", "group", "groupdone", "login"}
 
 // shared are parsed with every page: the layout around it, and the
 // templates pages call, such as "rows" (rows.html), the event table of the
