@@ -59,8 +59,9 @@ type EraseReport struct {
 	Rows []EraseMatch `json:"rows"`
 	// Pending are rows that hold the subject but are not settled or
 	// discarded (ErrNotSettled), as they are after the erase: erasing them
-	// would apply a redaction marker. Settle or discard them, then erase
-	// again.
+	// would apply a redaction marker; and rows an apply job still runs on,
+	// whose error River writes when it ends. Settle or discard them, or
+	// let the job end, then erase again.
 	Pending []EraseMatch `json:"pending"`
 	// Unreadable are the rows in scope whose payload no key opens
 	// (CheckSealed): erase could not read them, and left them as they
@@ -217,6 +218,10 @@ func (s *Store) eraseBatch(ctx context.Context, subject string, dryRun bool, wit
 					SELECT coalesce(jsonb_agg(CASE WHEN strpos(f->>'error', $1) > 0 THEN f || jsonb_build_object('error', '`+Erased+`') ELSE f END ORDER BY n), '[]')
 					FROM jsonb_array_elements(e.failure_log) WITH ORDINALITY AS l(f, n)) ELSE e.failure_log END
 			FROM hit WHERE e.id = hit.id AND NOT $2 AND `+guardSQL(ActorErase, "e")+`
+				-- A job still running on the row (one a discard cancelled
+				-- mid-run) writes its error into River after it ends: the
+				-- row waits for the next erase, reported pending.
+				AND NOT EXISTS (SELECT FROM river_job r WHERE r.state = 'running' AND (`+ownApplyJobOf("e")+` OR `+batchHoldingOf("e")+`))
 			RETURNING e.id, e.namespace, e.event_id),
 		jobs AS (
 			UPDATE river_job j SET errors = (

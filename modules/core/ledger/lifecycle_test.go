@@ -240,3 +240,37 @@ func readDoc(t *testing.T, path string) string {
 	require.NoError(t, err)
 	return strings.ReplaceAll(string(b), "\r\n", "\n")
 }
+
+// TestEraseWaitsForAJobStillRunning: a discarded event whose apply job is
+// still running (a discard cancels a job mid-run; River writes the run's
+// error, which may quote the subject, when it ends) is reported pending,
+// not erased; once the job has ended, erase takes the row and the error
+// River wrote.
+func TestEraseWaitsForAJobStillRunning(t *testing.T) {
+	t.Parallel()
+	h := ledgertest.New(t, 0, nil)
+	ctx := context.Background()
+	h.Claim(t, "stripe", "evt_running", "invoice.paid", []byte(`{"customer":"cus_Running"}`))
+	_, err := store(h).Discard(ctx, "stripe", "evt_running", "customer left")
+	require.NoError(t, err)
+	_, err = h.DB.SQL.Exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(), finalized_at = NULL WHERE args->>'event_id' = 'evt_running'`)
+	require.NoError(t, err)
+
+	r, err := store(h).Erase(ctx, "cus_Running", "", false)
+	require.NoError(t, err)
+	require.Empty(t, r.Rows)
+	require.Len(t, r.Pending, 1, "a row whose job still runs waits")
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE erased_at IS NULL AND payload LIKE '%cus_Running%'`))
+
+	// The run ends with an error that quotes the subject.
+	_, err = h.DB.SQL.Exec(`UPDATE river_job SET state = 'cancelled', finalized_at = now(),
+		errors = ARRAY[jsonb_build_object('attempt', 1, 'at', now(), 'error', 'customer cus_Running: card declined', 'trace', '')]
+		WHERE args->>'event_id' = 'evt_running'`)
+	require.NoError(t, err)
+	r, err = store(h).Erase(ctx, "cus_Running", "", false)
+	require.NoError(t, err)
+	require.Len(t, r.Rows, 1)
+	require.Empty(t, r.Pending)
+	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM river_job WHERE array_to_string(errors, ' ') LIKE '%cus_Running%'`))
+	require.Zero(t, h.DB.Count(t, `SELECT count(*) FROM webhook_event WHERE payload LIKE '%cus_Running%'`))
+}
