@@ -58,7 +58,12 @@ func (a *App) buildHTTP(e, m *gin.Engine) {
 		})
 	}
 	if a.role.TakesWebhooks() {
-		receiver.Routes(e, a.webhooks)
+		// Wrong replay tokens are counted as wrong admin tokens are, in a
+		// throttle of their own: a replay token guesser gets 20 answers,
+		// then one every 3 s, and the right token is never throttled.
+		webhooks := a.webhooks
+		webhooks.ReplayThrottle = admin.NewThrottle()
+		receiver.Routes(e, webhooks)
 	}
 }
 

@@ -80,7 +80,7 @@ var fileKeys = []FileKey{
 	{"id.json_path", "A dotted path to the id in the body (`event.client_msg_id`)."},
 	{"id.hash_fields", "The last resort: the SHA-256 of these body fields. Choose fields that identify the event and never change between retries, " +
 		"never the whole body, whose delivery metadata may change."},
-	{"replay_token_env", "A variable holding this source's own `X-Replay-Token`, instead of `REPLAY_TOKEN` (honoured only for providers with a replay path)."},
+	{"replay_token_env", "A variable holding this source's own `X-Replay-Token`, instead of `REPLAY_TOKEN` (honoured only on Stripe and Paddle sources)."},
 	{"share_namespace", "`true` lets the source share its namespace with sources that have other secrets: two endpoints of one account. " +
 		"Otherwise refused, since either signer could claim the other's event ids first. An environment source cannot say so itself: the file source's word is enough."},
 	{"body_dedup", "For providers that sign only the body (default `true`): a delivery whose signed body equals an earlier event's under another id is a replay " +

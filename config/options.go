@@ -136,8 +136,9 @@ var options = []Option{
 		set: text(func(c *Config) *string { return &c.ConfigFile })},
 	{Name: "REPLAY_TOKEN", Group: groupSources, Secret: true,
 		Doc: "A delivery whose `X-Replay-Token` equals it (compared in constant time) skips signature verification and its row is marked replayed: " +
-			"`hookledger replay --target` sends it. Honoured only on sources whose provider has a replay path (see Providers); elsewhere the delivery " +
-			"is verified as usual. Ignored when unset; a config-file source may carry its own (`replay_token_env`). Shorter than 16 bytes starts with a warning.",
+			"`hookledger replay --target` sends it. Honoured only on Stripe and Paddle sources, whose replay re-posts events with it (`replay github` asks GitHub " +
+			"to redeliver, signed; see Providers); elsewhere the delivery is verified as usual. Wrong tokens are throttled per client address as wrong " +
+			"admin tokens are (`429`). Ignored when unset; a config-file source may carry its own (`replay_token_env`). Shorter than 16 bytes starts with a warning.",
 		set: text(func(c *Config) *Secret { return &c.ReplayToken })},
 	{Name: "PUBLISHED_IPS_FILE", Group: groupSources, DefaultDoc: "the copy shipped in the binary",
 		Doc: "Where `hookledger ips update` keeps the senders' published address lists (Stripe's `ips_webhooks.json`, GitHub's `/meta` `hooks`) " +

@@ -31,7 +31,6 @@ var GitHub = &Provider{
 	DigestFunc: func(h http.Header, body []byte) string {
 		return familyDigest(githubSharedBodies, h.Get("X-GitHub-Event"), body)
 	},
-	Replayable: true,
 	SignFunc: func(secret string, d Delivery) (http.Header, error) {
 		event, _, _ := strings.Cut(d.Type, ".")
 		return http.Header{

@@ -60,9 +60,11 @@ func UnsignedIDDigest(body []byte) string {
 // Provider is one webhook sender's conventions.
 type Provider struct {
 	Name string
-	// Replayable says hookledger can pull this provider's events back from
-	// its API (hookledger replay), so a source of it may honour a replay
-	// token; other providers' sources always verify signatures.
+	// Replayable says hookledger replay pulls this provider's events back
+	// from its API and re-posts them (--target) with X-Replay-Token, so a
+	// source of it may honour a replay token; other providers' sources
+	// always verify signatures. GitHub's replay asks GitHub to redeliver,
+	// signed, and never sends the token, so GitHub is not Replayable.
 	Replayable bool
 	// DefaultTolerance is the provider SDK's timestamp tolerance; zero when
 	// the provider signs no timestamp.

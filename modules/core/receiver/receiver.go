@@ -9,7 +9,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"time"
@@ -36,14 +38,23 @@ type Source struct {
 	// Tolerance < 0 means the provider's default; 0 turns the check off.
 	Tolerance time.Duration
 	// ReplayToken lets a replay skip signature verification on this source;
-	// honoured only when the provider is Replayable. Empty: no replay
-	// through HTTP.
+	// honoured only when the provider is Replayable (Stripe, Paddle: the
+	// providers whose replay re-posts events with the token). Empty: no
+	// replay through HTTP.
 	ReplayToken string
 	// AllowIPs, when set, refuses clients outside it with 403 before the
 	// body is read.
 	AllowIPs *provider.AllowList
 	// MaxBodyBytes is the source's body limit; zero means Config's.
 	MaxBodyBytes int64
+}
+
+// Throttle counts a wrong token from a client address: wait is 0 while
+// the client had a failure left (answer as usual; last: that was its last
+// one), else how long until it earns one back (answer 429).
+// *admin.Throttle is the one in use.
+type Throttle interface {
+	Fail(addr netip.Addr) (wait time.Duration, last bool)
 }
 
 // Claimer claims a verified event; *ledger.Store and *ledger.Batcher are
@@ -77,6 +88,12 @@ type Config struct {
 	// Duplicates compares the ledger's duplicates with the stored bodies;
 	// nil compares none.
 	Duplicates *DuplicateCheck
+	// ReplayThrottle counts wrong replay tokens per client address; a
+	// client that has spent its failures gets 429 with Retry-After for its
+	// wrong tokens. The token is compared first, so the right one is never
+	// throttled. app hands it the admin token's kind of throttle (its own
+	// counts); nil counts nothing.
+	ReplayThrottle Throttle
 	// NowFunc is the clock for timestamp checks; time.Now when nil.
 	NowFunc func() time.Time
 
@@ -142,6 +159,9 @@ func (h *handler) receive(c *gin.Context) {
 		h.cfg.Metrics.AllowlistRefusals.WithLabelValues(src.Name).Inc()
 		h.cfg.Stats.Tally(src.Name, ledger.StatForbidden)
 		c.JSON(http.StatusForbidden, Response{Error: "client address not allowed"})
+		return
+	}
+	if h.throttled(c, src) {
 		return
 	}
 
@@ -258,11 +278,43 @@ func (h *handler) count(c *gin.Context, source, outcome string, wouldSkip bool) 
 	h.cfg.Stats.Add(source, outcome, src != nil && replayed(c, src), wouldSkip)
 }
 
+// throttled counts a wrong replay token (on a source that honours one)
+// from the client's address, and answers 429 with Retry-After once the
+// client has spent its failures; it is checked from the header alone,
+// before the body is read. A wrong token the client could still afford
+// goes on to signature verification, as before. The right token is
+// compared first and never counted.
+func (h *handler) throttled(c *gin.Context, src *Source) bool {
+	if h.cfg.ReplayThrottle == nil || !honoursReplay(src) || c.GetHeader(intake.ReplayTokenHeader) == "" || replayed(c, src) {
+		return false
+	}
+	addr, _ := netip.ParseAddr(c.ClientIP())
+	wait, last := h.cfg.ReplayThrottle.Fail(addr)
+	if last {
+		web.Logger(c).Warn("replay token guessing throttled: too many wrong X-Replay-Token values", zap.String("source", src.Name), zap.String("client_ip", c.ClientIP()))
+	}
+	if wait == 0 {
+		return false
+	}
+	h.cfg.Metrics.SignatureFailures.WithLabelValues(src.Name, "replay_token_throttled").Inc()
+	c.Header("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	c.Header("Connection", "close") // the body is not read
+	h.answer(c, src.Name, metrics.OutcomeInvalidSignature, http.StatusTooManyRequests,
+		Response{Error: "too many wrong replay tokens from this address; retry after Retry-After seconds"})
+	return true
+}
+
+// honoursReplay reports whether src takes X-Replay-Token at all: it has a
+// token and its provider's replay re-posts events with it.
+func honoursReplay(src *Source) bool {
+	return src.ReplayToken != "" && src.Provider.Replayable
+}
+
 // replayed reports whether the request carries the source's replay token.
 // The header is ignored on a source without a token and on a provider
 // without a replay path (its deliveries are always verified).
 func replayed(c *gin.Context, src *Source) bool {
-	if src.ReplayToken == "" || !src.Provider.Replayable {
+	if !honoursReplay(src) {
 		return false
 	}
 	got := c.GetHeader(intake.ReplayTokenHeader)
