@@ -13,12 +13,15 @@ import (
 	"github.com/hookledger/hookledger/modules/core/ledger"
 )
 
-// quoted is a duration as the docs quote it: "72 h", "20 s".
+// quoted is a duration as the docs quote it: "72 h", "20 s", "200 ms".
 func quoted(d time.Duration) string {
-	if d%time.Hour == 0 {
+	switch {
+	case d%time.Hour == 0:
 		return fmt.Sprintf("%d h", d/time.Hour)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%d s", d/time.Second)
 	}
-	return fmt.Sprintf("%d s", d/time.Second)
+	return fmt.Sprintf("%d ms", d/time.Millisecond)
 }
 
 // TestArchitectureQuotesTheLedger: the figures docs/ARCHITECTURE.md and
@@ -32,6 +35,7 @@ func TestArchitectureQuotesTheLedger(t *testing.T) {
 	for name, text := range map[string]string{
 		"ApplyTimeout":         "`" + quoted(ledger.ApplyTimeout) + "` (`ledger.ApplyTimeout`",
 		"ApplyLockTimeout":     "`" + quoted(ledger.ApplyLockTimeout) + "` for a lock (`ledger.ApplyLockTimeout`)",
+		"EventLockTimeout":     "`" + quoted(ledger.EventLockTimeout) + "` a try (`ledger.EventLockTimeout`)",
 		"ApplyMaxAttempts":     fmt.Sprintf("`%d` attempts (`ledger.ApplyMaxAttempts`)", ledger.ApplyMaxAttempts),
 		"RetryHorizon":         "`" + quoted(ledger.RetryHorizon) + "` (`ledger.RetryHorizon`)",
 		"RescueStuckJobsAfter": "`" + quoted(ledger.RescueStuckJobsAfter) + "`\n(`ledger.RescueStuckJobsAfter`)",

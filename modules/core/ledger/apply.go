@@ -154,19 +154,31 @@ var applyPlanSQL = `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL en
 	`SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; ` +
 	`SET LOCAL lock_timeout = ` + applyLockTimeoutSQL
 
-// ApplyLockTimeout bounds how long any statement of an apply, the
-// handlers' and their staged writes' included, waits for a lock
-// (PostgreSQL's lock_timeout, for the apply's transaction only). A
-// business row that a long report query, a migration or a hot customer
-// holds then delays only the events that write it: a batch that meets it
-// gives way and splits into one job per event, and the event that writes
-// it waits for the lock in a job of its own, snoozed between tries
-// (contention is not an attempt), while the others settle. Without it, a
-// batch would wait out ApplyTimeout and hold a worker meanwhile.
-const ApplyLockTimeout = 3 * time.Second
+// ApplyLockTimeout bounds how long a statement of an apply of several
+// events (a batch, or a job that absorbed others), the handlers' and
+// their staged writes' included, waits for a lock (PostgreSQL's
+// lock_timeout, for the apply's transaction only), and EventLockTimeout
+// that of an apply of one event. A business row that a long report
+// query, a migration or a hot customer holds then delays only the events
+// that write it: a batch that meets it gives way and splits into one job
+// per event, and the event that writes it tries again in a job of its
+// own, snoozed between tries (contention is not an attempt), holding a
+// worker for EventLockTimeout a try, while the others settle. Without
+// them, a batch would wait out ApplyTimeout, holding a worker meanwhile.
+// Applies that meet on a key wait for each other for milliseconds, far
+// within both.
+const (
+	ApplyLockTimeout = time.Second
+	EventLockTimeout = 200 * time.Millisecond
+)
+
+// lockTimeoutSQL is d as a PostgreSQL lock_timeout literal.
+func lockTimeoutSQL(d time.Duration) string {
+	return "'" + strconv.FormatInt(d.Milliseconds(), 10) + "ms'"
+}
 
 // applyLockTimeoutSQL is ApplyLockTimeout as a PostgreSQL literal.
-var applyLockTimeoutSQL = "'" + strconv.FormatInt(ApplyLockTimeout.Milliseconds(), 10) + "ms'"
+var applyLockTimeoutSQL = lockTimeoutSQL(ApplyLockTimeout)
 
 // unplanApplySQL gives the rest of the apply transaction, its handlers and
 // their writes, the planner settings it would have had without
@@ -183,10 +195,19 @@ func planApply(ctx context.Context, tx *Tx) error {
 	return nil
 }
 
-// unplanApply runs unplanApplySQL, after the ledger's last statement of
-// an apply and before its first handler.
-func unplanApply(ctx context.Context, tx *Tx) error {
-	if _, err := tx.ExecContext(ctx, unplanApplySQL); err != nil {
+// unplanEventSQL is unplanApplySQL for an apply of one event, whose
+// handlers wait EventLockTimeout for a lock.
+var unplanEventSQL = unplanApplySQL + `; SET LOCAL lock_timeout = ` + lockTimeoutSQL(EventLockTimeout)
+
+// unplanApply runs unplanApplySQL (unplanEventSQL for an apply of one
+// event), after the ledger's last statement of an apply and before its
+// first handler.
+func unplanApply(ctx context.Context, tx *Tx, events int) error {
+	query := unplanApplySQL
+	if events == 1 {
+		query = unplanEventSQL
+	}
+	if _, err := tx.ExecContext(ctx, query); err != nil {
 		return &dbError{fmt.Errorf("plan the handlers: %w", err)}
 	}
 	return nil

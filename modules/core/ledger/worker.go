@@ -224,7 +224,7 @@ func (r *applyRun) lock(ctx context.Context, tx *Tx) (err error) {
 	if r.locked, err = lockForApply(ctx, tx, r.a.Registry, r.keys, r.force, r.kept); err != nil {
 		return err
 	}
-	return unplanApply(ctx, tx)
+	return unplanApply(ctx, tx, len(r.keys))
 }
 
 // open gives each locked row its payload: the one this process kept, or
@@ -428,7 +428,7 @@ func (a *Applier) discarded(ctx context.Context, k EventKey) bool {
 // contentionDelay is the wait before an event's apply that met a lock
 // tries again: outageDelay, doubling with each snooze of the job, at most
 // a minute, so that an event whose business row stays locked holds a
-// worker for ApplyLockTimeout ever more rarely.
+// worker for EventLockTimeout ever more rarely.
 func contentionDelay(job *rivertype.JobRow) time.Duration {
 	var m struct {
 		Snoozes int `json:"snoozes"`
