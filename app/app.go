@@ -290,6 +290,7 @@ func (a *App) registerModules() {
 		})
 	}
 	a.registerDrift()
+	a.registerAlerts()
 }
 
 // intakeSource is the configured source called name, or an unconfigured

@@ -167,6 +167,17 @@ type Config struct {
 	// SweepInterval is how often the leader sweeps the ledger for claimed
 	// events with no live apply job (LEDGER_SWEEP_INTERVAL).
 	SweepInterval time.Duration `json:"ledger_sweep_interval"`
+	// AlertWebhookURL, when set, turns on alerts: the leader checks the
+	// rules every AlertCheckInterval and POSTs each change of state.
+	AlertWebhookURL    Secret        `json:"alert_webhook_url"`
+	AlertWebhookSecret Secret        `json:"alert_webhook_secret"`
+	AlertCheckInterval time.Duration `json:"alert_check_interval"`
+	// AlertOldestPending is the age of the oldest pending event above
+	// which backlog_oldest_pending fires.
+	AlertOldestPending time.Duration `json:"alert_oldest_pending"`
+	// AlertSignatureFailures is the refused signatures of one source in
+	// five minutes at which signature_failures fires.
+	AlertSignatureFailures int `json:"alert_signature_failures"`
 	// ReconcileInterval > 0 turns on scheduled Stripe reconciliation.
 	ReconcileInterval time.Duration `json:"reconcile_interval"`
 	ReconcileWindow   time.Duration `json:"reconcile_window"`

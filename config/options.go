@@ -266,6 +266,28 @@ var options = []Option{
 		Doc: "`json` or `console` (the default of `task dev`).",
 		set: oneOf(func(c *Config) *string { return &c.LogFormat }, "json", "console")},
 
+	{Name: "ALERT_WEBHOOK_URL", Group: groupOperations, Secret: true, DefaultDoc: "(alerts off)",
+		Doc: "Where the elected leader POSTs an alert each time one changes state: one JSON message, `{\"status\": \"firing\"|\"resolved\", \"alert\", \"key\", \"summary\", \"text\", ...}` " +
+			"(`text` makes it a Slack incoming-webhook message), delivered by a River job with retries. A secret, since such URLs carry their own token: " +
+			"`ALERT_WEBHOOK_URL_FILE` reads it from a file. The rules and the message: docs/operating.md, Alerts.",
+		set: webhookURL(func(c *Config) *Secret { return &c.AlertWebhookURL })},
+	{Name: "ALERT_WEBHOOK_SECRET", Group: groupOperations, Secret: true, DefaultDoc: "(unsigned)",
+		Doc: "Signs each alert: `X-Hookledger-Signature: sha256=<hex HMAC-SHA256 of the body, keyed with the secret's bytes>`, and, for a `whsec_` secret, " +
+			"the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`) as `hookledger verify --provider standard` checks them.",
+		set: text(func(c *Config) *Secret { return &c.AlertWebhookSecret })},
+	{Name: "ALERT_CHECK_INTERVAL", Group: groupOperations, Default: "1m",
+		Doc: "How often the elected leader checks the alert rules (with `ALERT_WEBHOOK_URL` set). At least `1s`.",
+		set: duration(func(c *Config) *time.Duration { return &c.AlertCheckInterval },
+			within(time.Second, 24*time.Hour, "a duration from 1s to 24h"))},
+	{Name: "ALERT_OLDEST_PENDING", Group: groupOperations, Default: "15m",
+		Doc: "The alert `backlog_oldest_pending` fires while the oldest claimed or failed event is older than this.",
+		set: duration(func(c *Config) *time.Duration { return &c.AlertOldestPending },
+			within(time.Second, forever, "a positive duration"))},
+	{Name: "ALERT_SIGNATURE_FAILURES", Group: groupOperations, Default: "10",
+		Doc: "The alert `signature_failures` fires for a source while it refused at least this many signatures in the last 5 minutes " +
+			"(a rotated secret that the sender does not use yet: every delivery answered `401`).",
+		set: count(func(c *Config) *int { return &c.AlertSignatureFailures })},
+
 	{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Group: groupTracing,
 		Doc: "Turns on OpenTelemetry tracing over OTLP; unset, tracing is off and costs nothing. The exporter reads the other standard `OTEL_*` variables " +
 			"(headers, TLS, timeout, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, the sampler) itself."},
@@ -290,6 +312,17 @@ var options = []Option{
 
 // slowClient is what HTTP_READ_HEADER_TIMEOUT and HTTP_READ_TIMEOUT want.
 const slowClient = "a positive duration (0 would mean no limit, and a slow client could hold a connection for ever)"
+
+// webhookURL sets an http or https URL kept as a Secret.
+func webhookURL(field func(*Config) *Secret) setFunc {
+	return func(c *Config, name, v string) error {
+		if u, err := url.Parse(v); v != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			return fmt.Errorf("%s: want an http:// or https:// URL", name)
+		}
+		*field(c) = Secret(v)
+		return nil
+	}
+}
 
 // text sets a string or a Secret as it is.
 func text[T ~string](field func(*Config) *T) setFunc {
