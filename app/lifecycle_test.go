@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,4 +100,56 @@ func TestLogOnlyRedeliveryOfADiscardedPoisonEvent(t *testing.T) {
 	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM river_job WHERE args->>'event_id' = 'evt_lo_poison'
 		AND state IN ('available', 'scheduled', 'retryable', 'running', 'pending')`))
 	require.Zero(t, s.db.Count(t, `SELECT count(*) FROM subscription WHERE external_id = 'sub_evt_lo_poison'`), "never applied")
+}
+
+// TestALockedCustomerDelaysOnlyItsEvents: while a session holds FOR
+// UPDATE on the usage_total rows of 2 of 10 customers, 100 usage events
+// spread over all 10 are claimed, and the events of the 8 free customers
+// settle while the lock is still held; once it ends, every event settles
+// and every total is exact. The claim-to-settle times of the free
+// customers' events are logged.
+func TestALockedCustomerDelaysOnlyItsEvents(t *testing.T) {
+	t.Parallel()
+	s := start(t, map[string]string{"STANDARD_WEBHOOK_SECRET": providerSecrets["standard"]})
+	send := func(id, customer string, quantity int) {
+		body := []byte(fmt.Sprintf(`{"type":"usage.recorded","timestamp":"2026-12-01T00:00:00Z","data":{"customer_id":%q,"metric":"calls","quantity":%d}}`, customer, quantity))
+		code, out := s.post(t, "/webhooks/standard", body, standardSigned(t, id, body))
+		require.Equal(t, http.StatusOK, code, "%v", out)
+	}
+	for c := range 10 {
+		send(fmt.Sprintf("msg_lock_first_%d", c), fmt.Sprintf("cus_lock_%d", c), 1)
+	}
+	dbtest.Eventually(t, func() bool {
+		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == 10
+	}, "the customers' first events settle")
+	lock, err := s.db.SQL.Begin()
+	require.NoError(t, err)
+	defer lock.Rollback() //nolint:errcheck
+	_, err = lock.Exec(`SELECT * FROM usage_total WHERE customer_id IN ('cus_lock_0', 'cus_lock_1') FOR UPDATE`)
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			send(fmt.Sprintf("msg_lock_%03d", i), fmt.Sprintf("cus_lock_%d", i%10), 2)
+		}()
+	}
+	wg.Wait()
+	free := `SELECT count(*) FROM webhook_event WHERE event_id LIKE 'msg_lock_0%' AND status = 'settled'
+		AND right(event_id, 1) NOT IN ('0', '1')`
+	dbtest.Eventually(t, func() bool { return s.db.Count(t, free) == 80 }, "the free customers' events settle while two are locked")
+	require.Equal(t, 20, s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE event_id LIKE 'msg_lock_0%' AND status <> 'settled'`),
+		"the locked customers' events wait")
+	var median, most float64
+	require.NoError(t, s.db.SQL.QueryRow(`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d), max(d) FROM (
+		SELECT extract(epoch FROM settled_at - received_at) AS d FROM webhook_event
+		WHERE event_id LIKE 'msg_lock_0%' AND right(event_id, 1) NOT IN ('0', '1')) x`).Scan(&median, &most))
+	t.Logf("free customers' events, claim to settle: median %.2f s, max %.2f s", median, most)
+	require.NoError(t, lock.Rollback())
+	dbtest.Eventually(t, func() bool {
+		return s.db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'settled'`) == 110
+	}, "every event settles once the lock ends")
+	require.Equal(t, 10, s.db.Count(t, `SELECT count(*) FROM usage_total WHERE customer_id LIKE 'cus_lock_%' AND quantity = 21`), "every total exact")
 }

@@ -168,8 +168,8 @@ var applyPlanSQL = `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL en
 // Applies that meet on a key wait for each other for milliseconds, far
 // within both.
 const (
-	ApplyLockTimeout = time.Second
-	EventLockTimeout = 200 * time.Millisecond
+	ApplyLockTimeout = 500 * time.Millisecond
+	EventLockTimeout = 100 * time.Millisecond
 )
 
 // lockTimeoutSQL is d as a PostgreSQL lock_timeout literal.
