@@ -79,7 +79,8 @@ const scanPage = 2000
 
 // failedSQL reads failed rows after the cursor ($1, $2) in received_at
 // order, through the partial index on claimed and failed rows (status is
-// a literal so that a generic plan can use it): each row's key, source,
+// a literal so that a generic plan can use it; PostgreSQL starts the
+// index range at the cursor's received_at): each row's key, source,
 // last error, the handler and time of its newest failure, and when it
 // started failing.
 const failedSQL = `

@@ -3,7 +3,9 @@ package failure_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -105,4 +107,22 @@ func TestGroupsOfFailedEvents(t *testing.T) {
 	require.Equal(t, 1, db.Count(t, `SELECT count(*) FROM webhook_event WHERE status = 'claimed' AND event_id = $1`, other.SampleEventID))
 	require.Equal(t, 1, db.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND args->>'event_id' = $1`, other.SampleEventID),
 		"the requeue gave it a job")
+}
+
+// TestFailedRowsReadThroughThePartialIndex: the scan of failed rows is an
+// index scan of the partial index on claimed and failed rows, its range
+// starting at the cursor, on a ledger of mostly settled rows.
+func TestFailedRowsReadThroughThePartialIndex(t *testing.T) {
+	t.Parallel()
+	_, db, _ := setup(t)
+	_, err := db.SQL.Exec(`INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, status, attempts, received_at, last_error)
+		SELECT 'stripe', 'evt_' || g, 'stripe', 'stripe', 'invoice.paid', '{}', CASE WHEN g % 1000 = 0 THEN 'failed' ELSE 'settled' END, 1,
+			now() - g * interval '1 second', CASE WHEN g % 1000 = 0 THEN 'invoice.applyStripe: boom' END
+		FROM generate_series(1, 50000) g`)
+	require.NoError(t, err)
+	_, err = db.SQL.Exec(`ANALYZE webhook_event`)
+	require.NoError(t, err)
+	plan := strings.Join(dbtest.Strings(t, db.SQL, `EXPLAIN `+failure.FailedSQL, time.Now().Add(-time.Hour), int64(0), 2000), "\n")
+	require.Contains(t, plan, "webhookevent_pending", plan)
+	require.Regexp(t, `Index Cond: .*received_at >=`, plan, "the range starts at the cursor")
 }

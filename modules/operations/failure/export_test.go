@@ -1,0 +1,4 @@
+package failure
+
+// FailedSQL is the scan's statement, for the plan test.
+const FailedSQL = failedSQL
