@@ -487,22 +487,25 @@ func (w *walk) rescuerGivesUp() {
 
 func (w *walk) sweep() {
 	w.step("sweep")
-	_, err := ledger.Sweep(w.ctx, w.h.DB.SQL, w.h.River)
-	w.must(err, "sweep")
 	// A job cancelled in River while it ran goes on running, and River
-	// cancels it when its run ends: its events wait for a later sweep.
+	// cancels it when its run ends, maybe after this sweep read it: its
+	// events wait for a later sweep.
 	still := map[string]bool{}
 	for _, id := range dbtest.Strings(w.t, w.h.DB.SQL, `SELECT k->>'event_id' FROM river_job j,
 			jsonb_array_elements(CASE j.kind WHEN 'apply_batch' THEN j.args->'events' ELSE jsonb_build_array(j.args) END) k
 		WHERE j.kind IN ('apply_event', 'apply_batch') AND j.state = 'running' AND j.metadata ? 'cancel_attempted_at'`) {
-		still[id] = w.orphaned[id]
+		still[id] = true
 	}
+	_, err := ledger.Sweep(w.ctx, w.h.DB.SQL, w.h.River)
+	w.must(err, "sweep")
 	w.orphaned = still
-	if n := w.h.DB.Count(w.t, `SELECT count(*) FROM webhook_event e WHERE status = 'claimed'
+	for _, id := range dbtest.Strings(w.t, w.h.DB.SQL, `SELECT e.event_id FROM webhook_event e WHERE status = 'claimed'
 		AND NOT EXISTS (SELECT 1 FROM river_job WHERE kind = 'apply_event' AND args->>'event_id' = e.event_id AND state IN ('available', 'scheduled', 'retryable', 'running', 'pending'))
 		AND NOT EXISTS (SELECT 1 FROM river_job WHERE kind = 'apply_batch' AND args->'events' @> jsonb_build_array(jsonb_build_object('namespace', e.namespace, 'event_id', e.event_id))
-			AND state IN ('available', 'scheduled', 'retryable', 'running', 'pending'))`); n > 0 {
-		w.fail("the sweep left %d orphan(s)", n)
+			AND state IN ('available', 'scheduled', 'retryable', 'running', 'pending'))`) {
+		if !still[id] {
+			w.fail("the sweep left %s an orphan: %s", id, w.jobsOf(id))
+		}
 	}
 }
 
