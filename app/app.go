@@ -25,6 +25,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/hookledger/hookledger/config"
+	"github.com/hookledger/hookledger/migrations"
 	"github.com/hookledger/hookledger/modules/core/intake"
 	"github.com/hookledger/hookledger/modules/core/ledger"
 	"github.com/hookledger/hookledger/modules/core/metrics"
@@ -90,8 +91,10 @@ type App struct {
 	// sealer encrypts payloads at rest (PAYLOAD_KEYS); nil when off.
 	sealer *ledger.Sealer
 	// fingerprints names each source's secrets, in their order
-	// (secretFingerprints).
-	fingerprints map[string][]string
+	// (secretFingerprints), keyed with fingerprintKey, the deployment's
+	// (ledger.FingerprintKey).
+	fingerprints   map[string][]string
+	fingerprintKey []byte
 }
 
 // New connects to the database and builds everything role needs (build).
@@ -131,6 +134,9 @@ func (a *App) build(ctx context.Context) error {
 		return err
 	}
 	a.registerModules()
+	if err := a.readFingerprintKey(ctx); err != nil {
+		return err
+	}
 	if a.role.WorksJobs() && a.role.TakesWebhooks() {
 		a.payloads = ledger.NewPayloads(ledger.PayloadsBytes, ledger.PayloadsAge)
 	}
@@ -375,6 +381,22 @@ func poolConfig(rawURL string, pooler config.DatabasePooler) (*pgxpool.Config, e
 	return pcfg, nil
 }
 
+// readFingerprintKey reads the deployment's fingerprint key, which the
+// first process to start writes. A database whose migrations are not
+// current may have no place for it yet: then there is none, and serve's
+// migration check refuses to start, with the reason.
+func (a *App) readFingerprintKey(ctx context.Context) error {
+	key, err := ledger.FingerprintKey(ctx, a.db)
+	if err != nil {
+		if st, checkErr := migrations.Check(ctx, a.db); checkErr == nil && !st.Current() {
+			return nil
+		}
+		return err
+	}
+	a.fingerprintKey = key
+	return nil
+}
+
 // secretFingerprints is the fingerprint of each of s's secrets (and
 // public keys), computed once per process: the receiver records the one
 // that matched, and the console names them.
@@ -384,7 +406,7 @@ func (a *App) secretFingerprints(s config.Source) []string {
 	}
 	fp := make([]string, len(s.Secrets))
 	for i, sec := range s.Secrets {
-		fp[i] = provider.SecretFingerprint([]byte(sec.Reveal()))
+		fp[i] = provider.SecretFingerprint(a.fingerprintKey, []byte(sec.Reveal()))
 	}
 	if a.fingerprints == nil {
 		a.fingerprints = map[string][]string{}

@@ -122,8 +122,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Equal(t, "5", text(t, ctx, "#would-skip"), "log-only's banner")
 	require.Contains(t, text(t, ctx, "#backlog"), "failed\t1")
 	// Each secret is named by its position and its fingerprint.
-	require.Contains(t, text(t, ctx, "#sources"), "#1 "+provider.SecretFingerprint([]byte(secret))+": 25", "the second configured secret is the one matching")
-	require.Contains(t, text(t, ctx, "#sources"), "#0 "+provider.SecretFingerprint([]byte("whsec_other_secret"))+": 0 (unused)")
+	key := fingerprintKey(t, s.db)
+	require.Contains(t, text(t, ctx, "#sources"), "#1 "+provider.SecretFingerprint(key, []byte(secret))+": 25", "the second configured secret is the one matching")
+	require.Contains(t, text(t, ctx, "#sources"), "#0 "+provider.SecretFingerprint(key, []byte("whsec_other_secret"))+": 0 (unused)")
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	out := filepath.Join(t.TempDir(), "console.png")

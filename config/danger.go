@@ -13,8 +13,10 @@ const (
 	// starts without a warning (openssl rand -hex 32 gives 64).
 	MinTokenBytes = 16
 	// MinSecretBytes is the shortest provider secret that starts without a
-	// warning.
-	MinSecretBytes = 8
+	// warning: every provider generates longer ones, and GitHub's, which
+	// people type (summer2024), is guessed from anything computed from it
+	// alone.
+	MinSecretBytes = 16
 	// MaxQuietTolerance is the longest timestamp tolerance that starts
 	// without a warning.
 	MaxQuietTolerance = time.Hour
@@ -64,7 +66,7 @@ func (c *Config) checkDanger() []error {
 				continue // a public key: nothing to guess
 			}
 			if len(sec) < MinSecretBytes {
-				warn("source %s: secret %d is shorter than %d bytes: anyone who guesses it signs events; use the secret the provider generated", s.Name, i, MinSecretBytes)
+				warn("source %s: secret %d is shorter than %d bytes: anyone who guesses it signs events; use the secret the provider generated, or a long random one (openssl rand -hex 32)", s.Name, i, MinSecretBytes)
 			}
 		}
 		if s.Tolerance > MaxQuietTolerance {

@@ -57,8 +57,8 @@ sources:
 		"REPLAY_TOKEN is shorter than 16 bytes",
 		"METRICS_TOKEN is shorter than 16 bytes",
 		"source stripe-eu: its replay token is shorter than 16 bytes",
-		"source stripe: secret 0 is shorter than 8 bytes",
-		"source github: secret 0 is shorter than 8 bytes",
+		"source stripe: secret 0 is shorter than 16 bytes",
+		"source github: secret 0 is shorter than 16 bytes",
 		"source stripe-eu: tolerance 2h0m0s is over 1h0m0s",
 		"CLAIM_TIMEOUT=30s is over 10s",
 		"HTTP_READ_HEADER_TIMEOUT=2m0s is over 1m0s",
@@ -75,7 +75,7 @@ sources:
 		"ADMIN_TOKEN":           strings.Repeat("a", 16),
 		"REPLAY_TOKEN":          strings.Repeat("r", 16),
 		"METRICS_TOKEN":         strings.Repeat("m", 16),
-		"STRIPE_WEBHOOK_SECRET": "whsec_ab",
+		"STRIPE_WEBHOOK_SECRET": "whsec_abcdefghij",
 		"CLAIM_TIMEOUT":         "10s",
 		"HOOKLEDGER_CONFIG": writeFile(t, `
 sources:

@@ -185,7 +185,7 @@ sources:
 
 func TestStripeSecretWithoutPrefixWarns(t *testing.T) {
 	t.Parallel()
-	c, err := FromEnv(env(map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_ok,sk_live_oops"}))
+	c, err := FromEnv(env(map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_ok_long_enough,sk_live_oops_long_enough"}))
 	require.NoError(t, err)
 	require.Len(t, c.Warnings, 1)
 	require.Contains(t, c.Warnings[0], "Stripe secret 1 does not start with whsec_")
@@ -198,11 +198,11 @@ func TestExampleFileIsCompleteAndValid(t *testing.T) {
 	raw, err := os.ReadFile("hookledger.example.yaml")
 	require.NoError(t, err)
 	secretFile := filepath.Join(t.TempDir(), "stripe_connect_webhook_secret")
-	require.NoError(t, os.WriteFile(secretFile, []byte("whsec_connect\n"), 0o600))
+	require.NoError(t, os.WriteFile(secretFile, []byte("whsec_connect_long_enough\n"), 0o600))
 	c, err := FromEnv(env(map[string]string{
 		"HOOKLEDGER_CONFIG":           writeFile(t, strings.ReplaceAll(string(raw), "/run/secrets/stripe_connect_webhook_secret", secretFile)),
-		"STRIPE_WEBHOOK_SECRET":       "whsec_main",
-		"STRIPE_EU_WEBHOOK_SECRET":    "whsec_eu",
+		"STRIPE_WEBHOOK_SECRET":       "whsec_main_long_enough",
+		"STRIPE_EU_WEBHOOK_SECRET":    "whsec_eu_long_enough",
 		"GITHUB_ORG_WEBHOOK_SECRET":   "org-webhook-secret",
 		"SLACK_LEGACY_SIGNING_SECRET": "legacy-signing-secret",
 	}))

@@ -21,8 +21,10 @@ type LedgerIdentity struct {
 	// Identity holds the value of the "identity" field.
 	Identity string `json:"identity,omitempty"`
 	// RenewedAt holds the value of the "renewed_at" field.
-	RenewedAt    time.Time `json:"renewed_at,omitempty"`
-	selectValues sql.SelectValues
+	RenewedAt time.Time `json:"renewed_at,omitempty"`
+	// FingerprintKey holds the value of the "fingerprint_key" field.
+	FingerprintKey *[]byte `json:"-"`
+	selectValues   sql.SelectValues
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -30,6 +32,8 @@ func (*LedgerIdentity) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
+		case ledgeridentity.FieldFingerprintKey:
+			values[i] = new([]byte)
 		case ledgeridentity.FieldID:
 			values[i] = new(sql.NullInt64)
 		case ledgeridentity.FieldIdentity:
@@ -68,6 +72,12 @@ func (_m *LedgerIdentity) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field renewed_at", values[i])
 			} else if value.Valid {
 				_m.RenewedAt = value.Time
+			}
+		case ledgeridentity.FieldFingerprintKey:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field fingerprint_key", values[i])
+			} else if value != nil {
+				_m.FingerprintKey = value
 			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
@@ -110,6 +120,8 @@ func (_m *LedgerIdentity) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("renewed_at=")
 	builder.WriteString(_m.RenewedAt.Format(time.ANSIC))
+	builder.WriteString(", ")
+	builder.WriteString("fingerprint_key=<sensitive>")
 	builder.WriteByte(')')
 	return builder.String()
 }

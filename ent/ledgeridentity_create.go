@@ -42,6 +42,12 @@ func (_c *LedgerIdentityCreate) SetNillableRenewedAt(v *time.Time) *LedgerIdenti
 	return _c
 }
 
+// SetFingerprintKey sets the "fingerprint_key" field.
+func (_c *LedgerIdentityCreate) SetFingerprintKey(v []byte) *LedgerIdentityCreate {
+	_c.mutation.SetFingerprintKey(v)
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *LedgerIdentityCreate) SetID(v int) *LedgerIdentityCreate {
 	_c.mutation.SetID(v)
@@ -143,6 +149,10 @@ func (_c *LedgerIdentityCreate) createSpec() (*LedgerIdentity, *sqlgraph.CreateS
 		_spec.SetField(ledgeridentity.FieldRenewedAt, field.TypeTime, value)
 		_node.RenewedAt = value
 	}
+	if value, ok := _c.mutation.FingerprintKey(); ok {
+		_spec.SetField(ledgeridentity.FieldFingerprintKey, field.TypeBytes, value)
+		_node.FingerprintKey = &value
+	}
 	return _node, _spec
 }
 
@@ -219,6 +229,24 @@ func (u *LedgerIdentityUpsert) UpdateRenewedAt() *LedgerIdentityUpsert {
 	return u
 }
 
+// SetFingerprintKey sets the "fingerprint_key" field.
+func (u *LedgerIdentityUpsert) SetFingerprintKey(v []byte) *LedgerIdentityUpsert {
+	u.Set(ledgeridentity.FieldFingerprintKey, v)
+	return u
+}
+
+// UpdateFingerprintKey sets the "fingerprint_key" field to the value that was provided on create.
+func (u *LedgerIdentityUpsert) UpdateFingerprintKey() *LedgerIdentityUpsert {
+	u.SetExcluded(ledgeridentity.FieldFingerprintKey)
+	return u
+}
+
+// ClearFingerprintKey clears the value of the "fingerprint_key" field.
+func (u *LedgerIdentityUpsert) ClearFingerprintKey() *LedgerIdentityUpsert {
+	u.SetNull(ledgeridentity.FieldFingerprintKey)
+	return u
+}
+
 // UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
 // Using this option is equivalent to using:
 //
@@ -292,6 +320,27 @@ func (u *LedgerIdentityUpsertOne) SetRenewedAt(v time.Time) *LedgerIdentityUpser
 func (u *LedgerIdentityUpsertOne) UpdateRenewedAt() *LedgerIdentityUpsertOne {
 	return u.Update(func(s *LedgerIdentityUpsert) {
 		s.UpdateRenewedAt()
+	})
+}
+
+// SetFingerprintKey sets the "fingerprint_key" field.
+func (u *LedgerIdentityUpsertOne) SetFingerprintKey(v []byte) *LedgerIdentityUpsertOne {
+	return u.Update(func(s *LedgerIdentityUpsert) {
+		s.SetFingerprintKey(v)
+	})
+}
+
+// UpdateFingerprintKey sets the "fingerprint_key" field to the value that was provided on create.
+func (u *LedgerIdentityUpsertOne) UpdateFingerprintKey() *LedgerIdentityUpsertOne {
+	return u.Update(func(s *LedgerIdentityUpsert) {
+		s.UpdateFingerprintKey()
+	})
+}
+
+// ClearFingerprintKey clears the value of the "fingerprint_key" field.
+func (u *LedgerIdentityUpsertOne) ClearFingerprintKey() *LedgerIdentityUpsertOne {
+	return u.Update(func(s *LedgerIdentityUpsert) {
+		s.ClearFingerprintKey()
 	})
 }
 
@@ -534,6 +583,27 @@ func (u *LedgerIdentityUpsertBulk) SetRenewedAt(v time.Time) *LedgerIdentityUpse
 func (u *LedgerIdentityUpsertBulk) UpdateRenewedAt() *LedgerIdentityUpsertBulk {
 	return u.Update(func(s *LedgerIdentityUpsert) {
 		s.UpdateRenewedAt()
+	})
+}
+
+// SetFingerprintKey sets the "fingerprint_key" field.
+func (u *LedgerIdentityUpsertBulk) SetFingerprintKey(v []byte) *LedgerIdentityUpsertBulk {
+	return u.Update(func(s *LedgerIdentityUpsert) {
+		s.SetFingerprintKey(v)
+	})
+}
+
+// UpdateFingerprintKey sets the "fingerprint_key" field to the value that was provided on create.
+func (u *LedgerIdentityUpsertBulk) UpdateFingerprintKey() *LedgerIdentityUpsertBulk {
+	return u.Update(func(s *LedgerIdentityUpsert) {
+		s.UpdateFingerprintKey()
+	})
+}
+
+// ClearFingerprintKey clears the value of the "fingerprint_key" field.
+func (u *LedgerIdentityUpsertBulk) ClearFingerprintKey() *LedgerIdentityUpsertBulk {
+	return u.Update(func(s *LedgerIdentityUpsert) {
+		s.ClearFingerprintKey()
 	})
 }
 

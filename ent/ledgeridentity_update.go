@@ -56,6 +56,18 @@ func (_u *LedgerIdentityUpdate) SetNillableRenewedAt(v *time.Time) *LedgerIdenti
 	return _u
 }
 
+// SetFingerprintKey sets the "fingerprint_key" field.
+func (_u *LedgerIdentityUpdate) SetFingerprintKey(v []byte) *LedgerIdentityUpdate {
+	_u.mutation.SetFingerprintKey(v)
+	return _u
+}
+
+// ClearFingerprintKey clears the value of the "fingerprint_key" field.
+func (_u *LedgerIdentityUpdate) ClearFingerprintKey() *LedgerIdentityUpdate {
+	_u.mutation.ClearFingerprintKey()
+	return _u
+}
+
 // Mutation returns the LedgerIdentityMutation object of the builder.
 func (_u *LedgerIdentityUpdate) Mutation() *LedgerIdentityMutation {
 	return _u.mutation
@@ -116,6 +128,12 @@ func (_u *LedgerIdentityUpdate) sqlSave(ctx context.Context) (_node int, err err
 	if value, ok := _u.mutation.RenewedAt(); ok {
 		_spec.SetField(ledgeridentity.FieldRenewedAt, field.TypeTime, value)
 	}
+	if value, ok := _u.mutation.FingerprintKey(); ok {
+		_spec.SetField(ledgeridentity.FieldFingerprintKey, field.TypeBytes, value)
+	}
+	if _u.mutation.FingerprintKeyCleared() {
+		_spec.ClearField(ledgeridentity.FieldFingerprintKey, field.TypeBytes)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{ledgeridentity.Label}
@@ -161,6 +179,18 @@ func (_u *LedgerIdentityUpdateOne) SetNillableRenewedAt(v *time.Time) *LedgerIde
 	if v != nil {
 		_u.SetRenewedAt(*v)
 	}
+	return _u
+}
+
+// SetFingerprintKey sets the "fingerprint_key" field.
+func (_u *LedgerIdentityUpdateOne) SetFingerprintKey(v []byte) *LedgerIdentityUpdateOne {
+	_u.mutation.SetFingerprintKey(v)
+	return _u
+}
+
+// ClearFingerprintKey clears the value of the "fingerprint_key" field.
+func (_u *LedgerIdentityUpdateOne) ClearFingerprintKey() *LedgerIdentityUpdateOne {
+	_u.mutation.ClearFingerprintKey()
 	return _u
 }
 
@@ -253,6 +283,12 @@ func (_u *LedgerIdentityUpdateOne) sqlSave(ctx context.Context) (_node *LedgerId
 	}
 	if value, ok := _u.mutation.RenewedAt(); ok {
 		_spec.SetField(ledgeridentity.FieldRenewedAt, field.TypeTime, value)
+	}
+	if value, ok := _u.mutation.FingerprintKey(); ok {
+		_spec.SetField(ledgeridentity.FieldFingerprintKey, field.TypeBytes, value)
+	}
+	if _u.mutation.FingerprintKeyCleared() {
+		_spec.ClearField(ledgeridentity.FieldFingerprintKey, field.TypeBytes)
 	}
 	_node = &LedgerIdentity{config: _u.config}
 	_spec.Assign = _node.assignValues

@@ -4131,15 +4131,16 @@ func (m *InvoiceMutation) ResetEdge(name string) error {
 // LedgerIdentityMutation represents an operation that mutates the LedgerIdentity nodes in the graph.
 type LedgerIdentityMutation struct {
 	config
-	op            Op
-	typ           string
-	id            *int
-	identity      *string
-	renewed_at    *time.Time
-	clearedFields map[string]struct{}
-	done          bool
-	oldValue      func(context.Context) (*LedgerIdentity, error)
-	predicates    []predicate.LedgerIdentity
+	op              Op
+	typ             string
+	id              *int
+	identity        *string
+	renewed_at      *time.Time
+	fingerprint_key *[]byte
+	clearedFields   map[string]struct{}
+	done            bool
+	oldValue        func(context.Context) (*LedgerIdentity, error)
+	predicates      []predicate.LedgerIdentity
 }
 
 var _ ent.Mutation = (*LedgerIdentityMutation)(nil)
@@ -4318,6 +4319,55 @@ func (m *LedgerIdentityMutation) ResetRenewedAt() {
 	m.renewed_at = nil
 }
 
+// SetFingerprintKey sets the "fingerprint_key" field.
+func (m *LedgerIdentityMutation) SetFingerprintKey(b []byte) {
+	m.fingerprint_key = &b
+}
+
+// FingerprintKey returns the value of the "fingerprint_key" field in the mutation.
+func (m *LedgerIdentityMutation) FingerprintKey() (r []byte, exists bool) {
+	v := m.fingerprint_key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFingerprintKey returns the old "fingerprint_key" field's value of the LedgerIdentity entity.
+// If the LedgerIdentity object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *LedgerIdentityMutation) OldFingerprintKey(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFingerprintKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFingerprintKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFingerprintKey: %w", err)
+	}
+	return oldValue.FingerprintKey, nil
+}
+
+// ClearFingerprintKey clears the value of the "fingerprint_key" field.
+func (m *LedgerIdentityMutation) ClearFingerprintKey() {
+	m.fingerprint_key = nil
+	m.clearedFields[ledgeridentity.FieldFingerprintKey] = struct{}{}
+}
+
+// FingerprintKeyCleared returns if the "fingerprint_key" field was cleared in this mutation.
+func (m *LedgerIdentityMutation) FingerprintKeyCleared() bool {
+	_, ok := m.clearedFields[ledgeridentity.FieldFingerprintKey]
+	return ok
+}
+
+// ResetFingerprintKey resets all changes to the "fingerprint_key" field.
+func (m *LedgerIdentityMutation) ResetFingerprintKey() {
+	m.fingerprint_key = nil
+	delete(m.clearedFields, ledgeridentity.FieldFingerprintKey)
+}
+
 // Where appends a list predicates to the LedgerIdentityMutation builder.
 func (m *LedgerIdentityMutation) Where(ps ...predicate.LedgerIdentity) {
 	m.predicates = append(m.predicates, ps...)
@@ -4352,12 +4402,15 @@ func (m *LedgerIdentityMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *LedgerIdentityMutation) Fields() []string {
-	fields := make([]string, 0, 2)
+	fields := make([]string, 0, 3)
 	if m.identity != nil {
 		fields = append(fields, ledgeridentity.FieldIdentity)
 	}
 	if m.renewed_at != nil {
 		fields = append(fields, ledgeridentity.FieldRenewedAt)
+	}
+	if m.fingerprint_key != nil {
+		fields = append(fields, ledgeridentity.FieldFingerprintKey)
 	}
 	return fields
 }
@@ -4371,6 +4424,8 @@ func (m *LedgerIdentityMutation) Field(name string) (ent.Value, bool) {
 		return m.Identity()
 	case ledgeridentity.FieldRenewedAt:
 		return m.RenewedAt()
+	case ledgeridentity.FieldFingerprintKey:
+		return m.FingerprintKey()
 	}
 	return nil, false
 }
@@ -4384,6 +4439,8 @@ func (m *LedgerIdentityMutation) OldField(ctx context.Context, name string) (ent
 		return m.OldIdentity(ctx)
 	case ledgeridentity.FieldRenewedAt:
 		return m.OldRenewedAt(ctx)
+	case ledgeridentity.FieldFingerprintKey:
+		return m.OldFingerprintKey(ctx)
 	}
 	return nil, fmt.Errorf("unknown LedgerIdentity field %s", name)
 }
@@ -4406,6 +4463,13 @@ func (m *LedgerIdentityMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetRenewedAt(v)
+		return nil
+	case ledgeridentity.FieldFingerprintKey:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFingerprintKey(v)
 		return nil
 	}
 	return fmt.Errorf("unknown LedgerIdentity field %s", name)
@@ -4436,7 +4500,11 @@ func (m *LedgerIdentityMutation) AddField(name string, value ent.Value) error {
 // ClearedFields returns all nullable fields that were cleared during this
 // mutation.
 func (m *LedgerIdentityMutation) ClearedFields() []string {
-	return nil
+	var fields []string
+	if m.FieldCleared(ledgeridentity.FieldFingerprintKey) {
+		fields = append(fields, ledgeridentity.FieldFingerprintKey)
+	}
+	return fields
 }
 
 // FieldCleared returns a boolean indicating if a field with the given name was
@@ -4449,6 +4517,11 @@ func (m *LedgerIdentityMutation) FieldCleared(name string) bool {
 // ClearField clears the value of the field with the given name. It returns an
 // error if the field is not defined in the schema.
 func (m *LedgerIdentityMutation) ClearField(name string) error {
+	switch name {
+	case ledgeridentity.FieldFingerprintKey:
+		m.ClearFingerprintKey()
+		return nil
+	}
 	return fmt.Errorf("unknown LedgerIdentity nullable field %s", name)
 }
 
@@ -4461,6 +4534,9 @@ func (m *LedgerIdentityMutation) ResetField(name string) error {
 		return nil
 	case ledgeridentity.FieldRenewedAt:
 		m.ResetRenewedAt()
+		return nil
+	case ledgeridentity.FieldFingerprintKey:
+		m.ResetFingerprintKey()
 		return nil
 	}
 	return fmt.Errorf("unknown LedgerIdentity field %s", name)

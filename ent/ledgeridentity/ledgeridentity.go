@@ -17,6 +17,8 @@ const (
 	FieldIdentity = "identity"
 	// FieldRenewedAt holds the string denoting the renewed_at field in the database.
 	FieldRenewedAt = "renewed_at"
+	// FieldFingerprintKey holds the string denoting the fingerprint_key field in the database.
+	FieldFingerprintKey = "fingerprint_key"
 	// Table holds the table name of the ledgeridentity in the database.
 	Table = "ledger_identity"
 )
@@ -26,6 +28,7 @@ var Columns = []string{
 	FieldID,
 	FieldIdentity,
 	FieldRenewedAt,
+	FieldFingerprintKey,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).

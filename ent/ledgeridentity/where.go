@@ -64,6 +64,11 @@ func RenewedAt(v time.Time) predicate.LedgerIdentity {
 	return predicate.LedgerIdentity(sql.FieldEQ(FieldRenewedAt, v))
 }
 
+// FingerprintKey applies equality check predicate on the "fingerprint_key" field. It's identical to FingerprintKeyEQ.
+func FingerprintKey(v []byte) predicate.LedgerIdentity {
+	return predicate.LedgerIdentity(sql.FieldEQ(FieldFingerprintKey, v))
+}
+
 // IdentityEQ applies the EQ predicate on the "identity" field.
 func IdentityEQ(v string) predicate.LedgerIdentity {
 	return predicate.LedgerIdentity(sql.FieldEQ(FieldIdentity, v))
@@ -167,6 +172,56 @@ func RenewedAtLT(v time.Time) predicate.LedgerIdentity {
 // RenewedAtLTE applies the LTE predicate on the "renewed_at" field.
 func RenewedAtLTE(v time.Time) predicate.LedgerIdentity {
 	return predicate.LedgerIdentity(sql.FieldLTE(FieldRenewedAt, v))
+}
+
+// FingerprintKeyEQ applies the EQ predicate on the "fingerprint_key" field.
+func FingerprintKeyEQ(v []byte) predicate.LedgerIdentity {
+	return predicate.LedgerIdentity(sql.FieldEQ(FieldFingerprintKey, v))
+}
+
+// FingerprintKeyNEQ applies the NEQ predicate on the "fingerprint_key" field.
+func FingerprintKeyNEQ(v []byte) predicate.LedgerIdentity {
+	return predicate.LedgerIdentity(sql.FieldNEQ(FieldFingerprintKey, v))
+}
+
+// FingerprintKeyIn applies the In predicate on the "fingerprint_key" field.
+func FingerprintKeyIn(vs ...[]byte) predicate.LedgerIdentity {
+	return predicate.LedgerIdentity(sql.FieldIn(FieldFingerprintKey, vs...))
+}
+
+// FingerprintKeyNotIn applies the NotIn predicate on the "fingerprint_key" field.
+func FingerprintKeyNotIn(vs ...[]byte) predicate.LedgerIdentity {
+	return predicate.LedgerIdentity(sql.FieldNotIn(FieldFingerprintKey, vs...))
+}
+
+// FingerprintKeyGT applies the GT predicate on the "fingerprint_key" field.
+func FingerprintKeyGT(v []byte) predicate.LedgerIdentity {
+	return predicate.LedgerIdentity(sql.FieldGT(FieldFingerprintKey, v))
+}
+
+// FingerprintKeyGTE applies the GTE predicate on the "fingerprint_key" field.
+func FingerprintKeyGTE(v []byte) predicate.LedgerIdentity {
+	return predicate.LedgerIdentity(sql.FieldGTE(FieldFingerprintKey, v))
+}
+
+// FingerprintKeyLT applies the LT predicate on the "fingerprint_key" field.
+func FingerprintKeyLT(v []byte) predicate.LedgerIdentity {
+	return predicate.LedgerIdentity(sql.FieldLT(FieldFingerprintKey, v))
+}
+
+// FingerprintKeyLTE applies the LTE predicate on the "fingerprint_key" field.
+func FingerprintKeyLTE(v []byte) predicate.LedgerIdentity {
+	return predicate.LedgerIdentity(sql.FieldLTE(FieldFingerprintKey, v))
+}
+
+// FingerprintKeyIsNil applies the IsNil predicate on the "fingerprint_key" field.
+func FingerprintKeyIsNil() predicate.LedgerIdentity {
+	return predicate.LedgerIdentity(sql.FieldIsNull(FieldFingerprintKey))
+}
+
+// FingerprintKeyNotNil applies the NotNil predicate on the "fingerprint_key" field.
+func FingerprintKeyNotNil() predicate.LedgerIdentity {
+	return predicate.LedgerIdentity(sql.FieldNotNull(FieldFingerprintKey))
 }
 
 // And groups predicates with the AND operator between them.

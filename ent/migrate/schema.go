@@ -156,6 +156,7 @@ var (
 		{Name: "id", Type: field.TypeInt, Increment: true},
 		{Name: "identity", Type: field.TypeString},
 		{Name: "renewed_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+		{Name: "fingerprint_key", Type: field.TypeBytes, Nullable: true},
 	}
 	// LedgerIdentityTable holds the schema information for the "ledger_identity" table.
 	LedgerIdentityTable = &schema.Table{

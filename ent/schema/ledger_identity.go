@@ -14,7 +14,8 @@ import (
 // written for another database (a second deployment sharing a Redis
 // prefix) or for a later history of this one (before a restore from
 // backup, or a failover that lost events) never answer for it. `hookledger
-// redis forget` renews it.
+// redis forget` renews it. The row also holds the deployment's fingerprint
+// key, which nothing renews.
 type LedgerIdentity struct {
 	ent.Schema
 }
@@ -31,5 +32,13 @@ func (LedgerIdentity) Fields() []ent.Field {
 		field.String("identity").NotEmpty(),
 		field.Time("renewed_at").Default(time.Now).
 			Annotations(entsql.Default("CURRENT_TIMESTAMP")),
+		// fingerprint_key keys the secret fingerprints
+		// (provider.SecretFingerprint): 32 random bytes the first process
+		// to start writes (ledger.FingerprintKey), never renewed, so
+		// fingerprints stay the same across restarts and rotations while
+		// one seen without the database cannot be tested against guessed
+		// secrets. Written at start rather than by the migration, so a
+		// database made from a migrated template gets its own.
+		field.Bytes("fingerprint_key").Sensitive().Optional().Nillable(),
 	}
 }

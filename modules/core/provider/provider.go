@@ -312,12 +312,18 @@ func checkJSONB(body []byte) error {
 }
 
 // SecretFingerprint names a configured secret or public key without
-// revealing it: 12 hex digits of PBKDF2-SHA256 over it, the same on every
-// host and after every rotation, where the secret's position in the list
-// moves. Its iterations make guessing a weak secret from the fingerprint
-// slow; a receiver computes it once per secret at start-up.
-func SecretFingerprint(secret []byte) string {
-	k, err := pbkdf2.Key(sha256.New, string(secret), []byte("hookledger secret fingerprint"), fingerprintIterations, 6)
+// revealing it: 12 hex digits of PBKDF2-SHA256 over it, salted with the
+// deployment's key (ledger.FingerprintKey, random and kept in the
+// database), the same on every host of the deployment and after every
+// rotation, where the secret's position in the list moves. Without the
+// key a fingerprint (on the console, in a log, in an export of the rows)
+// cannot be tested against guessed secrets; with it (a copy of the whole
+// database) its iterations make each guess slow, and no table of guesses
+// serves two deployments. A receiver computes it once per secret at
+// start-up.
+func SecretFingerprint(key, secret []byte) string {
+	salt := append([]byte("hookledger secret fingerprint:"), key...)
+	k, err := pbkdf2.Key(sha256.New, string(secret), salt, fingerprintIterations, 6)
 	if err != nil {
 		panic(err) // only a key length out of range fails
 	}
