@@ -19,8 +19,9 @@ func (a *App) registerAlerts() {
 	if url == "" {
 		return
 	}
-	orphans := prometheus.NewRegistry()
+	orphans, drift := prometheus.NewRegistry(), prometheus.NewRegistry()
 	orphans.MustRegister(a.metrics.LedgerOrphans)
+	drift.MustRegister(a.metrics.DriftObjects)
 	alert.Register(a.registry, alert.Config{
 		URL: url, Secret: a.cfg.AlertWebhookSecret.Reveal(), Interval: a.cfg.AlertCheckInterval, Logger: a.log.Named("alert"),
 		Rules: &alert.Rules{
@@ -37,13 +38,14 @@ func (a *App) registerAlerts() {
 				return out, err
 			},
 			OrphansFunc:       func() float64 { return counted(orphans) },
+			DriftFunc:         func() float64 { return counted(drift) },
 			OldestPending:     a.cfg.AlertOldestPending,
 			SignatureFailures: a.cfg.AlertSignatureFailures,
 		},
 	})
 }
 
-// counted sums every counter g gathers.
+// counted sums every counter and gauge g gathers.
 func counted(g prometheus.Gatherer) float64 {
 	families, err := g.Gather()
 	if err != nil {
@@ -52,7 +54,7 @@ func counted(g prometheus.Gatherer) float64 {
 	var sum float64
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
-			sum += m.GetCounter().GetValue()
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return sum

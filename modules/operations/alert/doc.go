@@ -2,8 +2,9 @@
 // elected leader checks the alert rules every ALERT_CHECK_INTERVAL (the
 // periodic job alert_check): a failure group appearing or growing tenfold,
 // the oldest pending event older than a threshold, one source's refused
-// signatures above a count in five minutes, the ledger's sweep finding
-// orphans. Each change of an alert's state (firing, resolved) is one
+// signatures above a count, or deliveries answered 503, in five minutes,
+// the leader's scheduled drift check finding drift, the ledger's sweep
+// finding orphans. Each change of an alert's state (firing, resolved) is one
 // message, delivered to ALERT_WEBHOOK_URL by a job of its own
 // (alert_notify) with River's retries. The notify jobs are the record of
 // each alert's last state: the check reads them under an advisory lock and

@@ -42,6 +42,9 @@ type Rules struct {
 	// OrphansFunc is how many orphans this process's sweep has found
 	// since it started.
 	OrphansFunc func() float64
+	// DriftFunc is how many objects this process's last scheduled drift
+	// check found drifted (DRIFT_INTERVAL): 0 before one ran.
+	DriftFunc func() float64
 	// OldestPending is the backlog age above which backlog_oldest_pending
 	// fires.
 	OldestPending time.Duration
@@ -53,7 +56,8 @@ type Rules struct {
 	orphansSeen float64
 }
 
-// SignatureWindow is the window signature failures are counted in.
+// SignatureWindow is the window refused signatures and 503 answers are
+// counted in.
 const SignatureWindow = 5 * time.Minute
 
 // Firing runs every rule and returns the alerts that fire now.
@@ -84,11 +88,23 @@ func (r *Rules) Firing(ctx context.Context) ([]Alert, error) {
 		}
 	}
 	if r.DB != nil {
-		sig, err := r.signatureFailures(ctx)
+		sig, err := r.deliveries(ctx, "invalid_signature", r.SignatureFailures, "signature_failures",
+			"source %s refused %d signature(s) in the last %s: a rotated secret, or deliveries not from the provider")
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, sig...)
+		unavailable, err := r.deliveries(ctx, "unavailable", 1, "deliveries_unavailable",
+			"source %s answered %d deliveries 503 in the last %s: the database is slow or unreachable, or the body budget is spent (the provider retries them)")
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(out, sig...), unavailable...)
+	}
+	if r.DriftFunc != nil {
+		if n := r.DriftFunc(); n > 0 {
+			out = append(out, Alert{Key: "drift_found", Name: "drift_found",
+				Summary: fmt.Sprintf("the last scheduled drift check found %.0f object(s) that differ from the provider's: hookledger drift stripe shows them", n)})
+		}
 	}
 	if r.OrphansFunc != nil {
 		n := r.OrphansFunc()
@@ -101,18 +117,21 @@ func (r *Rules) Firing(ctx context.Context) ([]Alert, error) {
 	return out, nil
 }
 
-// signatureFailuresSQL counts each source's refused signatures in the
+// deliveriesSQL counts each source's deliveries of one outcome in the
 // window, from every receiver's delivery counts.
-const signatureFailuresSQL = `
+const deliveriesSQL = `
 	SELECT source, sum(count) FROM delivery_stat
-	WHERE outcome = 'invalid_signature' AND minute >= $1
-	GROUP BY source HAVING sum(count) >= $2
+	WHERE outcome = $1 AND minute >= $2
+	GROUP BY source HAVING sum(count) >= $3
 	ORDER BY source`
 
-func (r *Rules) signatureFailures(ctx context.Context) ([]Alert, error) {
-	rows, err := r.DB.QueryContext(ctx, signatureFailuresSQL, time.Now().Add(-SignatureWindow).Truncate(time.Minute), r.SignatureFailures)
+// deliveries fires alert name for each source with at least threshold
+// deliveries answered with outcome in the last SignatureWindow; summary
+// takes the source, the count and the window.
+func (r *Rules) deliveries(ctx context.Context, outcome string, threshold int, name, summary string) ([]Alert, error) {
+	rows, err := r.DB.QueryContext(ctx, deliveriesSQL, outcome, time.Now().Add(-SignatureWindow).Truncate(time.Minute), threshold)
 	if err != nil {
-		return nil, fmt.Errorf("count signature failures: %w", err)
+		return nil, fmt.Errorf("count %s deliveries: %w", outcome, err)
 	}
 	defer rows.Close()
 	var out []Alert
@@ -122,13 +141,12 @@ func (r *Rules) signatureFailures(ctx context.Context) ([]Alert, error) {
 			n      int64
 		)
 		if err := rows.Scan(&source, &n); err != nil {
-			return nil, fmt.Errorf("count signature failures: %w", err)
+			return nil, fmt.Errorf("count %s deliveries: %w", outcome, err)
 		}
-		out = append(out, Alert{Key: "signature_failures:" + source, Name: "signature_failures",
-			Summary: fmt.Sprintf("source %s refused %d signature(s) in the last %s: a rotated secret, or deliveries not from the provider", source, n, SignatureWindow)})
+		out = append(out, Alert{Key: name + ":" + source, Name: name, Summary: fmt.Sprintf(summary, source, n, SignatureWindow)})
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count signature failures: %w", err)
+		return nil, fmt.Errorf("count %s deliveries: %w", outcome, err)
 	}
 	return out, nil
 }

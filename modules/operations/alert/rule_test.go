@@ -42,17 +42,17 @@ func TestChangesSendEachStateOnce(t *testing.T) {
 	require.Equal(t, []int{0, 0, 0, 1, 1, 2}, []int{tenfold(0), tenfold(9), tenfold(99), tenfold(100), tenfold(999), tenfold(1000)})
 }
 
-// TestRulesFire: the backlog's age, a source's refused signatures in the
-// last five minutes and new orphans fire past their thresholds, and not
-// below them.
+// TestRulesFire: the backlog's age, a source's refused signatures and
+// 503 answers in the last five minutes, drift and new orphans fire past
+// their thresholds, and not below them.
 func TestRulesFire(t *testing.T) {
 	t.Parallel()
 	db := dbtest.New(t)
-	orphans := 0.0
+	orphans, drift := 0.0, 0.0
 	backlog := ledger.Backlog{Claimed: 1, Oldest: time.Minute}
 	r := &Rules{DB: db.SQL, OldestPending: 10 * time.Minute, SignatureFailures: 10, orphansSeen: -1,
 		Backlog:     func(context.Context) (ledger.Backlog, error) { return backlog, nil },
-		OrphansFunc: func() float64 { return orphans }}
+		OrphansFunc: func() float64 { return orphans }, DriftFunc: func() float64 { return drift }}
 	keys := func() []string {
 		a, err := r.Firing(context.Background())
 		require.NoError(t, err)
@@ -69,10 +69,11 @@ func TestRulesFire(t *testing.T) {
 		(date_trunc('minute', now()) - interval '1 minute', 'stripe', 'invalid_signature', 4),
 		(date_trunc('minute', now()) - interval '30 minutes', 'github', 'invalid_signature', 50),
 		(date_trunc('minute', now()), 'github', 'invalid_signature', 9),
-		(date_trunc('minute', now()), 'paddle', 'claimed', 500)`)
+		(date_trunc('minute', now()), 'paddle', 'claimed', 500),
+		(date_trunc('minute', now()), 'paddle', 'unavailable', 1)`)
 	require.NoError(t, err)
 	backlog.Oldest = 11 * time.Minute
-	orphans = 2
-	require.Equal(t, []string{"backlog_oldest_pending", "signature_failures:stripe", "ledger_orphans"}, keys())
-	require.Equal(t, []string{"backlog_oldest_pending", "signature_failures:stripe"}, keys(), "no new orphans since the last check")
+	orphans, drift = 2, 3
+	require.Equal(t, []string{"backlog_oldest_pending", "signature_failures:stripe", "deliveries_unavailable:paddle", "drift_found", "ledger_orphans"}, keys())
+	require.Equal(t, []string{"backlog_oldest_pending", "signature_failures:stripe", "deliveries_unavailable:paddle", "drift_found"}, keys(), "no new orphans since the last check")
 }
