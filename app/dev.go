@@ -71,7 +71,11 @@ func Dev(ctx context.Context, cfg *config.Config, ln net.Listener, stdout, stder
 		localAddr(ln.Addr().String()), config.RedactURL(cfg.DatabaseURL.Reveal()), sourceNames(cfg))
 	fmt.Fprintf(stdout, "send a signed test event:  go tool task trigger -- invoice.paid   (hookledger trigger --list shows every type)\n")
 	fmt.Fprintln(stdout, adminBanner(cfg, "http://"+localAddr(ln.Addr().String())))
-	return serve(ctx, cfg, config.RoleAll, ln)
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && refuseDevSecret(cfg) != nil {
+		fmt.Fprintf(stderr, "warning: listening on %s, beyond this machine, with the public Stripe secret %s: anyone who reaches the port can sign events; "+
+			"leave HTTP_ADDR unset (%s) or set STRIPE_WEBHOOK_SECRET\n", ln.Addr(), config.DevSecret, config.DevHTTPAddr)
+	}
+	return serveRole(ctx, cfg, config.RoleAll, ln)
 }
 
 // adminBanner is the banner's line of the console and River UI at base:

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -21,9 +22,42 @@ import (
 // is set.
 const serveGCPercent = 200
 
-// serve runs one process of role until ctx ends, on ln when given (dev
-// listens before it prints its banner), else on HTTP_ADDR.
+// serve runs one process of role until ctx ends, on ln when given, else
+// on HTTP_ADDR: `hookledger serve`. It refuses a source holding the public
+// development secret (refuseDevSecret).
 func serve(ctx context.Context, cfg *config.Config, role config.Role, ln net.Listener) error {
+	if err := refuseDevSecret(cfg); err != nil {
+		return err
+	}
+	return serveRole(ctx, cfg, role, ln)
+}
+
+// refuseDevSecret refuses a source with config.DevSecret among its
+// secrets. The secret is published (README, hookledger-dev dev's help) so
+// that trigger can sign test events for dev: a production source holding
+// it verifies events anyone signs, which switches the signature check off
+// for everyone. No deployment needs that, so serve refuses it, as the
+// configuration refuses a trusted proxy network holding every address,
+// rather than warning in a log that may go unread.
+func refuseDevSecret(cfg *config.Config) error {
+	var bad []string
+	for _, s := range cfg.Sources {
+		for i, sec := range s.Secrets {
+			if sec == config.DevSecret {
+				bad = append(bad, fmt.Sprintf("source %s: secret %d is %s, the public development secret of hookledger-dev dev: anyone can sign events with it; "+
+					"set the signing secret the provider generated for the endpoint", s.Name, i, config.DevSecret))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("configuration:\n%s", strings.Join(bad, "\n"))
+	}
+	return nil
+}
+
+// serveRole runs one process of role until ctx ends, on ln when given (dev
+// listens before it prints its banner), else on HTTP_ADDR.
+func serveRole(ctx context.Context, cfg *config.Config, role config.Role, ln net.Listener) error {
 	log, err := NewLogger(cfg)
 	if err != nil {
 		return err

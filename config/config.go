@@ -413,13 +413,20 @@ func or(v, def string) string {
 	return v
 }
 
-// DevSecret is the Stripe secret `task dev` uses when none is set.
+// DevSecret is the Stripe secret `task dev` uses when none is set. It is
+// public: `hookledger serve` refuses a source holding it.
 const DevSecret = "whsec_hookledger_dev"
 
+// DevHTTPAddr is where `task dev` listens when HTTP_ADDR is unset: the
+// loopback interface only, since its Stripe secret (DevSecret) is public
+// and anyone who reaches the port could sign events.
+const DevHTTPAddr = "127.0.0.1:8080"
+
 // LoadDev reads the configuration for local development: the environment
-// first, then development defaults (console logs, the dev Stripe secret).
+// first, then development defaults (console logs, DevHTTPAddr, the dev
+// Stripe secret).
 func LoadDev() (*Config, error) {
-	dev := map[string]string{"LOG_FORMAT": "console"}
+	dev := map[string]string{"LOG_FORMAT": "console", "HTTP_ADDR": DevHTTPAddr}
 	c, err := FromEnv(func(k string) string {
 		if v := os.Getenv(k); v != "" {
 			return v

@@ -86,7 +86,8 @@ var options = []Option{
 		set: count(func(c *Config) *int { return &c.DBMaxConns })},
 
 	{Name: "HTTP_ADDR", Group: groupHTTP, Default: DefaultHTTPAddr,
-		Doc: "Listen address. Every role serves `/healthz`, `/readyz` and `/metrics` there; roles `all` and `http` take webhooks at `POST /webhooks/<source>`.",
+		Doc: "Listen address. Every role serves `/healthz`, `/readyz` and `/metrics` there; roles `all` and `http` take webhooks at `POST /webhooks/<source>`. " +
+			"Unset, `task dev` listens on `127.0.0.1:8080`, this machine only, since its Stripe secret is public.",
 		set: text(func(c *Config) *string { return &c.HTTPAddr })},
 	{Name: "HTTP_READ_HEADER_TIMEOUT", Group: groupHTTP, Default: "5s",
 		Doc: "How long a client may take to send its request headers. A positive duration; over 1m starts with a warning (a client that trickles headers holds a connection that long).",

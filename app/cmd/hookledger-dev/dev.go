@@ -20,8 +20,9 @@ func devCommand() *cobra.Command {
 		Use:   "dev",
 		Short: "Serve against a local PostgreSQL with development defaults",
 		Long: `Serve every role with development defaults: console logs with a live
-feed of claims and applies, the Stripe secret whsec_hookledger_dev when no
-provider secret is set, and DATABASE_URL, else a local PostgreSQL, else a
+feed of claims and applies, 127.0.0.1:8080 when HTTP_ADDR is unset, the
+public Stripe secret whsec_hookledger_dev when no provider secret is set
+(hookledger serve refuses it), and DATABASE_URL, else a local PostgreSQL, else a
 throwaway cluster started in .pgdata/. Migrates first. Send it test events
 with 'hookledger trigger TYPE'.`,
 		Args: app.NoArgs,
