@@ -76,22 +76,22 @@ type EraseReport struct {
 // eraseBatch is how many rows one erase statement looks at.
 const eraseBatch = 1000
 
-// holdsSubjectSQL is true when the plaintext payload of row e holds the
-// subject $1: for a JSON payload, as a string (a value or a key) anywhere,
-// written as it is or with escapes; for a form body, as text or
-// URL-encoded ($6). JSON's text holds the string as to_json writes it
-// unless the sender escaped some of it; only then is the payload parsed,
-// and jsonb's text writes every string as to_json does.
-const holdsSubjectSQL = `CASE
-	WHEN left(ltrim(e.payload), 1) NOT IN ('{', '[') THEN strpos(e.payload, $1) > 0 OR strpos(e.payload, $6) > 0
-	WHEN strpos(e.payload, to_json($1::text)::text) > 0 THEN true
-	WHEN strpos(e.payload, '\') > 0 THEN strpos((e.payload::jsonb)::text, to_json($1::text)::text) > 0
-	ELSE false END`
+// mayHoldSubjectSQL is true for every plaintext payload that may hold the
+// subject $3 as Holds reads it, and false for most that do not, so that
+// erase reads only those: the rule itself is Holds alone, for plaintext
+// and sealed payloads alike. A JSON string equal to the subject is
+// written as the subject itself or with escapes (a backslash); a form
+// field that decodes to it, or to a text or JSON holding it, is the
+// subject itself or has percent-escapes or '+'. The whitespace JSON
+// allows before a body is what Holds skips too.
+const mayHoldSubjectSQL = `CASE
+	WHEN left(ltrim(payload, E' \t\r\n'), 1) IN ('{', '[') THEN strpos(payload, $3) > 0 OR strpos(payload, '\') > 0
+	ELSE strpos(payload, $3) > 0 OR strpos(payload, '%') > 0 OR strpos(payload, '+') > 0 END`
 
 // Erase records subject as erased in namespace (erased_subject, its
 // digest), then replaces, in every ledger row of namespace (all when
-// empty) whose payload holds subject (holdsSubjectSQL; a sealed payload is opened and
-// read the same way, by Holds), the payload by ErasedPayload and the
+// empty) whose payload holds subject (Holds, on the plaintext or the
+// opened sealed payload: one rule for both), the payload by ErasedPayload and the
 // headers by none, redacts a last error, failure history entry, discard
 // reason or River job error of its apply jobs that quotes it, and records
 // erased_at; with dryRun it only lists them. Rows still to be
@@ -110,30 +110,12 @@ func (s *Store) Erase(ctx context.Context, subject, namespace string, dryRun boo
 			return r, err
 		}
 	}
-	for after := int64(0); ; {
-		// One batch of ids: the statement erases those of its rows that
-		// hold the subject and may be erased, and returns all that hold it.
-		hits, last, err := s.eraseBatch(ctx, subject, dryRun, `
-			WITH batch AS (
-				SELECT id FROM webhook_event WHERE id > $3 AND ($4 = '' OR namespace = $4) ORDER BY id LIMIT $5),
-			hit AS (
-				SELECT e.id FROM webhook_event e JOIN batch USING (id)
-				WHERE e.erased_at IS NULL AND e.payload NOT LIKE '`+sealedPrefix+`%' AND `+holdsSubjectSQL+`)`,
-			after, namespace, eraseBatch, url.QueryEscape(subject))
-		if err != nil {
-			return r, err
-		}
-		r.add(hits)
-		if last == 0 {
-			break
-		}
-		after = last
-	}
-	// Sealed payloads are opened here, a batch at a time; one no key
-	// opens is passed by, and reported.
+	// A batch of the rows that may hold the subject: sealed payloads,
+	// opened here (one no key opens is passed by, and reported), and the
+	// plaintext ones mayHoldSubjectSQL lets through; Holds decides.
 	for after := int64(0); ; {
 		batch, unreadable, last, err := s.openStored(ctx, after, eraseBatch,
-			`($2 = '' OR namespace = $2) AND erased_at IS NULL AND payload LIKE '`+sealedPrefix+`%'`, namespace)
+			`($2 = '' OR namespace = $2) AND erased_at IS NULL AND (payload LIKE '`+sealedPrefix+`%' OR `+mayHoldSubjectSQL+`)`, namespace, subject)
 		if err != nil {
 			return r, fmt.Errorf("erase: %w", err)
 		}
@@ -330,15 +312,55 @@ func (r *EraseReport) add(hits []EraseMatch) {
 	}
 }
 
-// Holds reports whether a plaintext payload holds subject as
-// holdsSubjectSQL reads it: for JSON, as a string token (a value or a
-// key, duplicates included) anywhere; else as text or URL-encoded.
+// Holds reports whether a plaintext payload holds subject: erase's one
+// rule, for plaintext and sealed payloads alike. A JSON body (its first
+// character after JSON's whitespace is '{' or '[') holds it as a whole
+// string token, a value or a key (duplicates included), written as it is
+// or with escapes; a string that only contains it, or another id it is a
+// prefix of (cus_1 in cus_12), does not. Any other body is read as a form
+// (fields split on '&', key and value on '=', each percent-decoded, so a
+// text body is one key): a key or value holds it when it equals the
+// subject, holds it as a word (what is next to it on either side, if
+// anything, is not a letter, digit, '_' or '-'), or is JSON holding it
+// (Slack's payload=...).
 func Holds(payload []byte, subject string) bool {
-	trimmed := bytes.TrimLeft(payload, " \t\r\n")
-	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
-		return bytes.Contains(payload, []byte(subject)) || bytes.Contains(payload, []byte(url.QueryEscape(subject)))
+	if subject == "" {
+		return false
 	}
-	dec := json.NewDecoder(bytes.NewReader(payload))
+	if looksJSON(payload) {
+		return jsonHolds(payload, subject)
+	}
+	for field := range strings.SplitSeq(string(payload), "&") {
+		k, v, _ := strings.Cut(field, "=")
+		for _, part := range [2]string{k, v} {
+			if decoded, err := url.QueryUnescape(part); err == nil {
+				part = decoded
+			}
+			if looksJSON([]byte(part)) {
+				if jsonHolds([]byte(part), subject) {
+					return true
+				}
+				continue
+			}
+			if holdsWord(part, subject) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// looksJSON reports whether b starts, after JSON's whitespace, with '{'
+// or '['.
+func looksJSON(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && (b[0] == '{' || b[0] == '[')
+}
+
+// jsonHolds reports whether a string token of the JSON text b (a value or
+// a key) equals subject.
+func jsonHolds(b []byte, subject string) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
 	for {
 		tok, err := dec.Token()
 		if err != nil {
@@ -348,6 +370,28 @@ func Holds(payload []byte, subject string) bool {
 			return true
 		}
 	}
+}
+
+// holdsWord reports whether text holds subject with no letter, digit,
+// '_' or '-' right before or after it.
+func holdsWord(text, subject string) bool {
+	for i := 0; ; {
+		j := strings.Index(text[i:], subject)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(subject)
+		if (start == 0 || !idByte(text[start-1])) && (end == len(text) || !idByte(text[end])) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
+// idByte reports whether c may be part of an id: a letter, digit, '_' or
+// '-'.
+func idByte(c byte) bool {
+	return c == '_' || c == '-' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
 }
 
 // ModuleErasure is what one module's EraseFunc erased, or on a dry run
