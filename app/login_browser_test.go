@@ -15,7 +15,8 @@ import (
 // (River UI's API accepts the session cookie); the console's Failed page
 // shows the failing events as one group, its page says how many a
 // requeue touches, the event page says what River UI's buttons do, and
-// requeueing the group once the cause is fixed settles every event.
+// requeueing the group once the cause is fixed settles every event; the
+// logout leads back to the login form.
 func TestLoginRiverUIAndFailureGroupsInABrowser(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
@@ -74,4 +75,8 @@ func TestLoginRiverUIAndFailureGroupsInABrowser(t *testing.T) {
 	}
 	open(t, ctx, s.base+"/console/failed", chromedp.WaitVisible(chromedp.CSS("#groups")))
 	require.Contains(t, text(t, ctx, "#groups"), "No failed events.")
+
+	// Log out: back on the login form (TestConsoleLogin: the cookie is
+	// cleared).
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#token"))))
 }
