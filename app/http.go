@@ -23,6 +23,11 @@ import (
 // e, the HTTP_ADDR engine, and m, METRICS_ADDR's (nil when unset), over
 // the parts build made.
 func (a *App) buildHTTP(e, m *gin.Engine) {
+	// Routes match the path as sent, and a parameter is unescaped after:
+	// an event id holding '/' is reached as /admin/events/evt_a%2Fb, where
+	// the decoded path would have one segment too many.
+	e.UseRawPath = true
+	e.UnescapePathValues = true
 	e.NoRoute(func(c *gin.Context) { c.JSON(http.StatusNotFound, gin.H{"error": "not found"}) })
 	e.NoMethod(func(c *gin.Context) { c.JSON(http.StatusMethodNotAllowed, gin.H{"error": "method not allowed"}) })
 	e.GET("/healthz", healthz)
