@@ -154,28 +154,40 @@ var applyPlanSQL = `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL en
 	`SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; ` +
 	`SET LOCAL lock_timeout = ` + applyLockTimeoutSQL
 
-// ApplyLockTimeout bounds how long a statement of an apply of several
-// events (a batch, or a job that absorbed others), the handlers' and
-// their staged writes' included, waits for a lock (PostgreSQL's
+// ApplyLockTimeout bounds how long the ledger's own statements of an
+// apply, and the staged writes of an apply of several events (a batch,
+// or a job that absorbed others), wait for a lock (PostgreSQL's
 // lock_timeout, for the apply's transaction only), and EventLockTimeout
-// that of an apply of one event. A business row that a long report
-// query, a migration or a hot customer holds then delays only the events
-// that write it: a batch that meets it gives way and splits into one job
-// per event, and the event that writes it tries again in a job of its
-// own, snoozed between tries (contention is not an attempt), holding a
-// worker for EventLockTimeout a try, while the others settle. Without
-// them, a batch would wait out ApplyTimeout, holding a worker meanwhile.
-// Applies that meet on a key wait for each other for milliseconds, far
-// within both.
+// the staged writes of an apply of one event. The writes take them once
+// the apply holds its keys' advisory locks (lockWriteKeys), which it
+// waits for without a bound: an apply that shares a key with another
+// waits its turn, as long as that one takes, and the writes then wait
+// only for sessions that are not applies. A business row that a long
+// report query, a migration or a hot customer holds then delays only the
+// events that write it: a batch that meets it gives way and splits into
+// one job per event, and the event that writes it tries again in a job
+// of its own, snoozed between tries (contention is not an attempt),
+// holding a worker for EventLockTimeout a try, while the others settle.
+// Without them, a batch would wait out ApplyTimeout, holding a worker
+// meanwhile.
 const (
 	ApplyLockTimeout = 500 * time.Millisecond
 	EventLockTimeout = 100 * time.Millisecond
 )
 
-// lockTimeoutSQL is d as a PostgreSQL lock_timeout literal.
-func lockTimeoutSQL(d time.Duration) string {
-	return "'" + strconv.FormatInt(d.Milliseconds(), 10) + "ms'"
+// lockTimeoutValue is d as a value of PostgreSQL's lock_timeout.
+func lockTimeoutValue(d time.Duration) string {
+	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 }
+
+// lockTimeoutSQL is d as a PostgreSQL lock_timeout literal.
+func lockTimeoutSQL(d time.Duration) string { return "'" + lockTimeoutValue(d) + "'" }
+
+// The lock timeouts of staged writes, as lock_timeout values.
+var (
+	batchWriteLockTimeout = lockTimeoutValue(ApplyLockTimeout)
+	eventWriteLockTimeout = lockTimeoutValue(EventLockTimeout)
+)
 
 // applyLockTimeoutSQL is ApplyLockTimeout as a PostgreSQL literal.
 var applyLockTimeoutSQL = lockTimeoutSQL(ApplyLockTimeout)
@@ -183,7 +195,7 @@ var applyLockTimeoutSQL = lockTimeoutSQL(ApplyLockTimeout)
 // unplanApplySQL gives the rest of the apply transaction, its handlers and
 // their writes, the planner settings it would have had without
 // applyPlanSQL.
-const unplanApplySQL = `SET LOCAL plan_cache_mode TO DEFAULT; SET LOCAL enable_seqscan TO DEFAULT; ` +
+const unplanApplySQL = `SET LOCAL lock_timeout TO DEFAULT; SET LOCAL plan_cache_mode TO DEFAULT; SET LOCAL enable_seqscan TO DEFAULT; ` +
 	`SET LOCAL enable_hashjoin TO DEFAULT; SET LOCAL enable_mergejoin TO DEFAULT`
 
 // planApply runs applyPlanSQL, the first statement of every apply
@@ -195,19 +207,16 @@ func planApply(ctx context.Context, tx *Tx) error {
 	return nil
 }
 
-// unplanEventSQL is unplanApplySQL for an apply of one event, whose
-// handlers wait EventLockTimeout for a lock.
-var unplanEventSQL = unplanApplySQL + `; SET LOCAL lock_timeout = ` + lockTimeoutSQL(EventLockTimeout)
-
-// unplanApply runs unplanApplySQL (unplanEventSQL for an apply of one
-// event), after the ledger's last statement of an apply and before its
-// first handler.
+// unplanApply runs unplanApplySQL, after the ledger's last statement of
+// an apply and before its first handler, and sets the lock timeout of the
+// staged writes the apply will flush: ApplyLockTimeout for an apply of
+// several events, EventLockTimeout for one event's.
 func unplanApply(ctx context.Context, tx *Tx, events int) error {
-	query := unplanApplySQL
+	tx.writeLockTimeout = batchWriteLockTimeout
 	if events == 1 {
-		query = unplanEventSQL
+		tx.writeLockTimeout = eventWriteLockTimeout
 	}
-	if _, err := tx.ExecContext(ctx, query); err != nil {
+	if _, err := tx.ExecContext(ctx, unplanApplySQL); err != nil {
 		return &dbError{fmt.Errorf("plan the handlers: %w", err)}
 	}
 	return nil

@@ -27,6 +27,10 @@ type Tx struct {
 	// writes holds what the handlers put in Writes until the transaction
 	// writes them (flushWrites); nil when they put nothing.
 	writes *pendingWrites
+	// writeLockTimeout, in an apply, is the lock_timeout of its staged
+	// writes, taken once their keys' advisory locks are held; "" leaves
+	// the transaction's own.
+	writeLockTimeout string
 	// flushing names the Writes whose flush runs now ("module.Flush"),
 	// for a flush that is still running when the apply's time ends.
 	flushing atomic.Pointer[string]

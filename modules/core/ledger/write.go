@@ -227,16 +227,27 @@ const writeLockClass = 0x686c776b
 // keys, which every transaction shares: row locks alone leave rows that
 // do not exist yet unguarded, and follow the plan a statement gets. Two
 // keys whose locks hash alike share a lock, which only makes their applies
-// take turns.
+// take turns. In an apply it then sets the writes' lock timeout
+// (ApplyLockTimeout).
 func lockWriteKeys(ctx context.Context, tx *Tx, locks []int32) error {
 	if len(locks) == 0 {
 		return nil
 	}
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
-	_, err := tx.ExecContext(ctx, `
-		SELECT count(pg_advisory_xact_lock($1, k.h)) FROM (SELECT h FROM unnest($2::int4[]) AS h ORDER BY h OFFSET 0) k`,
-		writeLockClass, locks)
+	var err error
+	if tx.writeLockTimeout == "" {
+		_, err = tx.ExecContext(ctx, `
+			SELECT count(pg_advisory_xact_lock($1, k.h)) FROM (SELECT h FROM unnest($2::int4[]) AS h ORDER BY h OFFSET 0) k`,
+			writeLockClass, locks)
+	} else {
+		// The writes' lock timeout is set once every key's lock is held:
+		// the aggregate takes them all before the outer row is made.
+		_, err = tx.ExecContext(ctx, `
+			SELECT set_config('lock_timeout', $3, true) FROM (
+				SELECT count(pg_advisory_xact_lock($1, k.h)) FROM (SELECT h FROM unnest($2::int4[]) AS h ORDER BY h OFFSET 0) k) locked`,
+			writeLockClass, locks, tx.writeLockTimeout)
+	}
 	if err != nil {
 		return &dbError{fmt.Errorf("lock %d staged key(s): %w", len(locks), err)}
 	}
