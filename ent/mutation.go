@@ -8148,6 +8148,7 @@ type WebhookEventMutation struct {
 	appendfailure_log  []schema.Failure
 	discard_reason     *string
 	body_digest        *string
+	body_identity      *string
 	erased_at          *time.Time
 	clearedFields      map[string]struct{}
 	done               bool
@@ -9357,6 +9358,55 @@ func (m *WebhookEventMutation) ResetBodyDigest() {
 	delete(m.clearedFields, webhookevent.FieldBodyDigest)
 }
 
+// SetBodyIdentity sets the "body_identity" field.
+func (m *WebhookEventMutation) SetBodyIdentity(s string) {
+	m.body_identity = &s
+}
+
+// BodyIdentity returns the value of the "body_identity" field in the mutation.
+func (m *WebhookEventMutation) BodyIdentity() (r string, exists bool) {
+	v := m.body_identity
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBodyIdentity returns the old "body_identity" field's value of the WebhookEvent entity.
+// If the WebhookEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *WebhookEventMutation) OldBodyIdentity(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBodyIdentity is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBodyIdentity requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBodyIdentity: %w", err)
+	}
+	return oldValue.BodyIdentity, nil
+}
+
+// ClearBodyIdentity clears the value of the "body_identity" field.
+func (m *WebhookEventMutation) ClearBodyIdentity() {
+	m.body_identity = nil
+	m.clearedFields[webhookevent.FieldBodyIdentity] = struct{}{}
+}
+
+// BodyIdentityCleared returns if the "body_identity" field was cleared in this mutation.
+func (m *WebhookEventMutation) BodyIdentityCleared() bool {
+	_, ok := m.clearedFields[webhookevent.FieldBodyIdentity]
+	return ok
+}
+
+// ResetBodyIdentity resets all changes to the "body_identity" field.
+func (m *WebhookEventMutation) ResetBodyIdentity() {
+	m.body_identity = nil
+	delete(m.clearedFields, webhookevent.FieldBodyIdentity)
+}
+
 // SetErasedAt sets the "erased_at" field.
 func (m *WebhookEventMutation) SetErasedAt(t time.Time) {
 	m.erased_at = &t
@@ -9440,7 +9490,7 @@ func (m *WebhookEventMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *WebhookEventMutation) Fields() []string {
-	fields := make([]string, 0, 24)
+	fields := make([]string, 0, 25)
 	if m.namespace != nil {
 		fields = append(fields, webhookevent.FieldNamespace)
 	}
@@ -9510,6 +9560,9 @@ func (m *WebhookEventMutation) Fields() []string {
 	if m.body_digest != nil {
 		fields = append(fields, webhookevent.FieldBodyDigest)
 	}
+	if m.body_identity != nil {
+		fields = append(fields, webhookevent.FieldBodyIdentity)
+	}
 	if m.erased_at != nil {
 		fields = append(fields, webhookevent.FieldErasedAt)
 	}
@@ -9567,6 +9620,8 @@ func (m *WebhookEventMutation) Field(name string) (ent.Value, bool) {
 		return m.DiscardReason()
 	case webhookevent.FieldBodyDigest:
 		return m.BodyDigest()
+	case webhookevent.FieldBodyIdentity:
+		return m.BodyIdentity()
 	case webhookevent.FieldErasedAt:
 		return m.ErasedAt()
 	}
@@ -9624,6 +9679,8 @@ func (m *WebhookEventMutation) OldField(ctx context.Context, name string) (ent.V
 		return m.OldDiscardReason(ctx)
 	case webhookevent.FieldBodyDigest:
 		return m.OldBodyDigest(ctx)
+	case webhookevent.FieldBodyIdentity:
+		return m.OldBodyIdentity(ctx)
 	case webhookevent.FieldErasedAt:
 		return m.OldErasedAt(ctx)
 	}
@@ -9796,6 +9853,13 @@ func (m *WebhookEventMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetBodyDigest(v)
 		return nil
+	case webhookevent.FieldBodyIdentity:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBodyIdentity(v)
+		return nil
 	case webhookevent.FieldErasedAt:
 		v, ok := value.(time.Time)
 		if !ok {
@@ -9920,6 +9984,9 @@ func (m *WebhookEventMutation) ClearedFields() []string {
 	if m.FieldCleared(webhookevent.FieldBodyDigest) {
 		fields = append(fields, webhookevent.FieldBodyDigest)
 	}
+	if m.FieldCleared(webhookevent.FieldBodyIdentity) {
+		fields = append(fields, webhookevent.FieldBodyIdentity)
+	}
 	if m.FieldCleared(webhookevent.FieldErasedAt) {
 		fields = append(fields, webhookevent.FieldErasedAt)
 	}
@@ -9972,6 +10039,9 @@ func (m *WebhookEventMutation) ClearField(name string) error {
 		return nil
 	case webhookevent.FieldBodyDigest:
 		m.ClearBodyDigest()
+		return nil
+	case webhookevent.FieldBodyIdentity:
+		m.ClearBodyIdentity()
 		return nil
 	case webhookevent.FieldErasedAt:
 		m.ClearErasedAt()
@@ -10052,6 +10122,9 @@ func (m *WebhookEventMutation) ResetField(name string) error {
 		return nil
 	case webhookevent.FieldBodyDigest:
 		m.ResetBodyDigest()
+		return nil
+	case webhookevent.FieldBodyIdentity:
+		m.ResetBodyIdentity()
 		return nil
 	case webhookevent.FieldErasedAt:
 		m.ResetErasedAt()

@@ -65,6 +65,8 @@ type WebhookEvent struct {
 	DiscardReason *string `json:"discard_reason,omitempty"`
 	// SHA-256 of what the signature covers, for providers that sign only the body (GitHub, Shopify: with the topic); null elsewhere.
 	BodyDigest *string `json:"body_digest,omitempty"`
+	// Digest of the body less the provider's per-attempt fields (provider.BodyIdentity), which a duplicate's is compared with instead of reading the stored body: `sha256:<hex>`, or with PAYLOAD_KEYS `<key id>:<hex HMAC-SHA256>` under a key derived from that payload key, so it confirms no guessed body; null before it was kept, and once erased.
+	BodyIdentity *string `json:"body_identity,omitempty"`
 	// When hookledger erase replaced the payload and headers by a redaction marker; null otherwise.
 	ErasedAt     *time.Time `json:"erased_at,omitempty"`
 	selectValues sql.SelectValues
@@ -81,7 +83,7 @@ func (*WebhookEvent) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case webhookevent.FieldID, webhookevent.FieldAttempts, webhookevent.FieldSecretIndex, webhookevent.FieldClockSkewMs, webhookevent.FieldFailures:
 			values[i] = new(sql.NullInt64)
-		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldPayload, webhookevent.FieldStatus, webhookevent.FieldLastError, webhookevent.FieldSecretFingerprint, webhookevent.FieldDiscardReason, webhookevent.FieldBodyDigest:
+		case webhookevent.FieldNamespace, webhookevent.FieldEventID, webhookevent.FieldProvider, webhookevent.FieldSource, webhookevent.FieldEventType, webhookevent.FieldPayload, webhookevent.FieldStatus, webhookevent.FieldLastError, webhookevent.FieldSecretFingerprint, webhookevent.FieldDiscardReason, webhookevent.FieldBodyDigest, webhookevent.FieldBodyIdentity:
 			values[i] = new(sql.NullString)
 		case webhookevent.FieldReceivedAt, webhookevent.FieldSettledAt, webhookevent.FieldOccurredAt, webhookevent.FieldFailingSince, webhookevent.FieldErasedAt:
 			values[i] = new(sql.NullTime)
@@ -259,6 +261,13 @@ func (_m *WebhookEvent) assignValues(columns []string, values []any) error {
 				_m.BodyDigest = new(string)
 				*_m.BodyDigest = value.String
 			}
+		case webhookevent.FieldBodyIdentity:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field body_identity", values[i])
+			} else if value.Valid {
+				_m.BodyIdentity = new(string)
+				*_m.BodyIdentity = value.String
+			}
 		case webhookevent.FieldErasedAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
 				return fmt.Errorf("unexpected type %T for field erased_at", values[i])
@@ -386,6 +395,11 @@ func (_m *WebhookEvent) String() string {
 	builder.WriteString(", ")
 	if v := _m.BodyDigest; v != nil {
 		builder.WriteString("body_digest=")
+		builder.WriteString(*v)
+	}
+	builder.WriteString(", ")
+	if v := _m.BodyIdentity; v != nil {
+		builder.WriteString("body_identity=")
 		builder.WriteString(*v)
 	}
 	builder.WriteString(", ")

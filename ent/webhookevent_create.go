@@ -273,6 +273,20 @@ func (_c *WebhookEventCreate) SetNillableBodyDigest(v *string) *WebhookEventCrea
 	return _c
 }
 
+// SetBodyIdentity sets the "body_identity" field.
+func (_c *WebhookEventCreate) SetBodyIdentity(v string) *WebhookEventCreate {
+	_c.mutation.SetBodyIdentity(v)
+	return _c
+}
+
+// SetNillableBodyIdentity sets the "body_identity" field if the given value is not nil.
+func (_c *WebhookEventCreate) SetNillableBodyIdentity(v *string) *WebhookEventCreate {
+	if v != nil {
+		_c.SetBodyIdentity(*v)
+	}
+	return _c
+}
+
 // SetErasedAt sets the "erased_at" field.
 func (_c *WebhookEventCreate) SetErasedAt(v time.Time) *WebhookEventCreate {
 	_c.mutation.SetErasedAt(v)
@@ -535,6 +549,10 @@ func (_c *WebhookEventCreate) createSpec() (*WebhookEvent, *sqlgraph.CreateSpec)
 		_spec.SetField(webhookevent.FieldBodyDigest, field.TypeString, value)
 		_node.BodyDigest = &value
 	}
+	if value, ok := _c.mutation.BodyIdentity(); ok {
+		_spec.SetField(webhookevent.FieldBodyIdentity, field.TypeString, value)
+		_node.BodyIdentity = &value
+	}
 	if value, ok := _c.mutation.ErasedAt(); ok {
 		_spec.SetField(webhookevent.FieldErasedAt, field.TypeTime, value)
 		_node.ErasedAt = &value
@@ -744,6 +762,24 @@ func (u *WebhookEventUpsert) UpdateDiscardReason() *WebhookEventUpsert {
 // ClearDiscardReason clears the value of the "discard_reason" field.
 func (u *WebhookEventUpsert) ClearDiscardReason() *WebhookEventUpsert {
 	u.SetNull(webhookevent.FieldDiscardReason)
+	return u
+}
+
+// SetBodyIdentity sets the "body_identity" field.
+func (u *WebhookEventUpsert) SetBodyIdentity(v string) *WebhookEventUpsert {
+	u.Set(webhookevent.FieldBodyIdentity, v)
+	return u
+}
+
+// UpdateBodyIdentity sets the "body_identity" field to the value that was provided on create.
+func (u *WebhookEventUpsert) UpdateBodyIdentity() *WebhookEventUpsert {
+	u.SetExcluded(webhookevent.FieldBodyIdentity)
+	return u
+}
+
+// ClearBodyIdentity clears the value of the "body_identity" field.
+func (u *WebhookEventUpsert) ClearBodyIdentity() *WebhookEventUpsert {
+	u.SetNull(webhookevent.FieldBodyIdentity)
 	return u
 }
 
@@ -1034,6 +1070,27 @@ func (u *WebhookEventUpsertOne) UpdateDiscardReason() *WebhookEventUpsertOne {
 func (u *WebhookEventUpsertOne) ClearDiscardReason() *WebhookEventUpsertOne {
 	return u.Update(func(s *WebhookEventUpsert) {
 		s.ClearDiscardReason()
+	})
+}
+
+// SetBodyIdentity sets the "body_identity" field.
+func (u *WebhookEventUpsertOne) SetBodyIdentity(v string) *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetBodyIdentity(v)
+	})
+}
+
+// UpdateBodyIdentity sets the "body_identity" field to the value that was provided on create.
+func (u *WebhookEventUpsertOne) UpdateBodyIdentity() *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateBodyIdentity()
+	})
+}
+
+// ClearBodyIdentity clears the value of the "body_identity" field.
+func (u *WebhookEventUpsertOne) ClearBodyIdentity() *WebhookEventUpsertOne {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.ClearBodyIdentity()
 	})
 }
 
@@ -1493,6 +1550,27 @@ func (u *WebhookEventUpsertBulk) UpdateDiscardReason() *WebhookEventUpsertBulk {
 func (u *WebhookEventUpsertBulk) ClearDiscardReason() *WebhookEventUpsertBulk {
 	return u.Update(func(s *WebhookEventUpsert) {
 		s.ClearDiscardReason()
+	})
+}
+
+// SetBodyIdentity sets the "body_identity" field.
+func (u *WebhookEventUpsertBulk) SetBodyIdentity(v string) *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.SetBodyIdentity(v)
+	})
+}
+
+// UpdateBodyIdentity sets the "body_identity" field to the value that was provided on create.
+func (u *WebhookEventUpsertBulk) UpdateBodyIdentity() *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.UpdateBodyIdentity()
+	})
+}
+
+// ClearBodyIdentity clears the value of the "body_identity" field.
+func (u *WebhookEventUpsertBulk) ClearBodyIdentity() *WebhookEventUpsertBulk {
+	return u.Update(func(s *WebhookEventUpsert) {
+		s.ClearBodyIdentity()
 	})
 }
 

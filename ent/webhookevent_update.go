@@ -202,6 +202,26 @@ func (_u *WebhookEventUpdate) ClearDiscardReason() *WebhookEventUpdate {
 	return _u
 }
 
+// SetBodyIdentity sets the "body_identity" field.
+func (_u *WebhookEventUpdate) SetBodyIdentity(v string) *WebhookEventUpdate {
+	_u.mutation.SetBodyIdentity(v)
+	return _u
+}
+
+// SetNillableBodyIdentity sets the "body_identity" field if the given value is not nil.
+func (_u *WebhookEventUpdate) SetNillableBodyIdentity(v *string) *WebhookEventUpdate {
+	if v != nil {
+		_u.SetBodyIdentity(*v)
+	}
+	return _u
+}
+
+// ClearBodyIdentity clears the value of the "body_identity" field.
+func (_u *WebhookEventUpdate) ClearBodyIdentity() *WebhookEventUpdate {
+	_u.mutation.ClearBodyIdentity()
+	return _u
+}
+
 // SetErasedAt sets the "erased_at" field.
 func (_u *WebhookEventUpdate) SetErasedAt(v time.Time) *WebhookEventUpdate {
 	_u.mutation.SetErasedAt(v)
@@ -354,6 +374,12 @@ func (_u *WebhookEventUpdate) sqlSave(ctx context.Context) (_node int, err error
 	}
 	if _u.mutation.BodyDigestCleared() {
 		_spec.ClearField(webhookevent.FieldBodyDigest, field.TypeString)
+	}
+	if value, ok := _u.mutation.BodyIdentity(); ok {
+		_spec.SetField(webhookevent.FieldBodyIdentity, field.TypeString, value)
+	}
+	if _u.mutation.BodyIdentityCleared() {
+		_spec.ClearField(webhookevent.FieldBodyIdentity, field.TypeString)
 	}
 	if value, ok := _u.mutation.ErasedAt(); ok {
 		_spec.SetField(webhookevent.FieldErasedAt, field.TypeTime, value)
@@ -553,6 +579,26 @@ func (_u *WebhookEventUpdateOne) ClearDiscardReason() *WebhookEventUpdateOne {
 	return _u
 }
 
+// SetBodyIdentity sets the "body_identity" field.
+func (_u *WebhookEventUpdateOne) SetBodyIdentity(v string) *WebhookEventUpdateOne {
+	_u.mutation.SetBodyIdentity(v)
+	return _u
+}
+
+// SetNillableBodyIdentity sets the "body_identity" field if the given value is not nil.
+func (_u *WebhookEventUpdateOne) SetNillableBodyIdentity(v *string) *WebhookEventUpdateOne {
+	if v != nil {
+		_u.SetBodyIdentity(*v)
+	}
+	return _u
+}
+
+// ClearBodyIdentity clears the value of the "body_identity" field.
+func (_u *WebhookEventUpdateOne) ClearBodyIdentity() *WebhookEventUpdateOne {
+	_u.mutation.ClearBodyIdentity()
+	return _u
+}
+
 // SetErasedAt sets the "erased_at" field.
 func (_u *WebhookEventUpdateOne) SetErasedAt(v time.Time) *WebhookEventUpdateOne {
 	_u.mutation.SetErasedAt(v)
@@ -735,6 +781,12 @@ func (_u *WebhookEventUpdateOne) sqlSave(ctx context.Context) (_node *WebhookEve
 	}
 	if _u.mutation.BodyDigestCleared() {
 		_spec.ClearField(webhookevent.FieldBodyDigest, field.TypeString)
+	}
+	if value, ok := _u.mutation.BodyIdentity(); ok {
+		_spec.SetField(webhookevent.FieldBodyIdentity, field.TypeString, value)
+	}
+	if _u.mutation.BodyIdentityCleared() {
+		_spec.ClearField(webhookevent.FieldBodyIdentity, field.TypeString)
 	}
 	if value, ok := _u.mutation.ErasedAt(); ok {
 		_spec.SetField(webhookevent.FieldErasedAt, field.TypeTime, value)

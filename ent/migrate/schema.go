@@ -310,6 +310,7 @@ var (
 		{Name: "failure_log", Type: field.TypeJSON, Nullable: true, SchemaType: map[string]string{"postgres": "jsonb"}},
 		{Name: "discard_reason", Type: field.TypeString, Nullable: true},
 		{Name: "body_digest", Type: field.TypeString, Nullable: true},
+		{Name: "body_identity", Type: field.TypeString, Nullable: true},
 		{Name: "erased_at", Type: field.TypeTime, Nullable: true},
 	}
 	// WebhookEventTable holds the schema information for the "webhook_event" table.

@@ -78,6 +78,8 @@ func (WebhookEvent) Fields() []ent.Field {
 			Comment("Why an operator discarded the event; null unless discarded."),
 		field.String("body_digest").Optional().Nillable().Immutable().
 			Comment("SHA-256 of what the signature covers, for providers that sign only the body (GitHub, Shopify: with the topic); null elsewhere."),
+		field.String("body_identity").Optional().Nillable().
+			Comment("Digest of the body less the provider's per-attempt fields (provider.BodyIdentity), which a duplicate's is compared with instead of reading the stored body: `sha256:<hex>`, or with PAYLOAD_KEYS `<key id>:<hex HMAC-SHA256>` under a key derived from that payload key, so it confirms no guessed body; null before it was kept, and once erased."),
 		field.Time("erased_at").Optional().Nillable().
 			Comment("When hookledger erase replaced the payload and headers by a redaction marker; null otherwise."),
 	}

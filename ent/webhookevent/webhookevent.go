@@ -60,6 +60,8 @@ const (
 	FieldDiscardReason = "discard_reason"
 	// FieldBodyDigest holds the string denoting the body_digest field in the database.
 	FieldBodyDigest = "body_digest"
+	// FieldBodyIdentity holds the string denoting the body_identity field in the database.
+	FieldBodyIdentity = "body_identity"
 	// FieldErasedAt holds the string denoting the erased_at field in the database.
 	FieldErasedAt = "erased_at"
 	// Table holds the table name of the webhookevent in the database.
@@ -92,6 +94,7 @@ var Columns = []string{
 	FieldFailureLog,
 	FieldDiscardReason,
 	FieldBodyDigest,
+	FieldBodyIdentity,
 	FieldErasedAt,
 }
 
@@ -259,6 +262,11 @@ func ByDiscardReason(opts ...sql.OrderTermOption) OrderOption {
 // ByBodyDigest orders the results by the body_digest field.
 func ByBodyDigest(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldBodyDigest, opts...).ToFunc()
+}
+
+// ByBodyIdentity orders the results by the body_identity field.
+func ByBodyIdentity(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldBodyIdentity, opts...).ToFunc()
 }
 
 // ByErasedAt orders the results by the erased_at field.

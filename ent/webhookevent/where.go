@@ -149,6 +149,11 @@ func BodyDigest(v string) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldEQ(FieldBodyDigest, v))
 }
 
+// BodyIdentity applies equality check predicate on the "body_identity" field. It's identical to BodyIdentityEQ.
+func BodyIdentity(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldBodyIdentity, v))
+}
+
 // ErasedAt applies equality check predicate on the "erased_at" field. It's identical to ErasedAtEQ.
 func ErasedAt(v time.Time) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldEQ(FieldErasedAt, v))
@@ -1272,6 +1277,81 @@ func BodyDigestEqualFold(v string) predicate.WebhookEvent {
 // BodyDigestContainsFold applies the ContainsFold predicate on the "body_digest" field.
 func BodyDigestContainsFold(v string) predicate.WebhookEvent {
 	return predicate.WebhookEvent(sql.FieldContainsFold(FieldBodyDigest, v))
+}
+
+// BodyIdentityEQ applies the EQ predicate on the "body_identity" field.
+func BodyIdentityEQ(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEQ(FieldBodyIdentity, v))
+}
+
+// BodyIdentityNEQ applies the NEQ predicate on the "body_identity" field.
+func BodyIdentityNEQ(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNEQ(FieldBodyIdentity, v))
+}
+
+// BodyIdentityIn applies the In predicate on the "body_identity" field.
+func BodyIdentityIn(vs ...string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIn(FieldBodyIdentity, vs...))
+}
+
+// BodyIdentityNotIn applies the NotIn predicate on the "body_identity" field.
+func BodyIdentityNotIn(vs ...string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotIn(FieldBodyIdentity, vs...))
+}
+
+// BodyIdentityGT applies the GT predicate on the "body_identity" field.
+func BodyIdentityGT(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGT(FieldBodyIdentity, v))
+}
+
+// BodyIdentityGTE applies the GTE predicate on the "body_identity" field.
+func BodyIdentityGTE(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldGTE(FieldBodyIdentity, v))
+}
+
+// BodyIdentityLT applies the LT predicate on the "body_identity" field.
+func BodyIdentityLT(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLT(FieldBodyIdentity, v))
+}
+
+// BodyIdentityLTE applies the LTE predicate on the "body_identity" field.
+func BodyIdentityLTE(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldLTE(FieldBodyIdentity, v))
+}
+
+// BodyIdentityContains applies the Contains predicate on the "body_identity" field.
+func BodyIdentityContains(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldContains(FieldBodyIdentity, v))
+}
+
+// BodyIdentityHasPrefix applies the HasPrefix predicate on the "body_identity" field.
+func BodyIdentityHasPrefix(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldHasPrefix(FieldBodyIdentity, v))
+}
+
+// BodyIdentityHasSuffix applies the HasSuffix predicate on the "body_identity" field.
+func BodyIdentityHasSuffix(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldHasSuffix(FieldBodyIdentity, v))
+}
+
+// BodyIdentityIsNil applies the IsNil predicate on the "body_identity" field.
+func BodyIdentityIsNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldIsNull(FieldBodyIdentity))
+}
+
+// BodyIdentityNotNil applies the NotNil predicate on the "body_identity" field.
+func BodyIdentityNotNil() predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldNotNull(FieldBodyIdentity))
+}
+
+// BodyIdentityEqualFold applies the EqualFold predicate on the "body_identity" field.
+func BodyIdentityEqualFold(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldEqualFold(FieldBodyIdentity, v))
+}
+
+// BodyIdentityContainsFold applies the ContainsFold predicate on the "body_identity" field.
+func BodyIdentityContainsFold(v string) predicate.WebhookEvent {
+	return predicate.WebhookEvent(sql.FieldContainsFold(FieldBodyIdentity, v))
 }
 
 // ErasedAtEQ applies the EQ predicate on the "erased_at" field.

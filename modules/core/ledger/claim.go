@@ -57,6 +57,13 @@ type Claim struct {
 	// for providers that sign only the body, the same signed body under
 	// another id is a replay, answered as a duplicate.
 	BodyDigest string
+	// BodyIdentity, when set, is the SHA-256 of the body less the
+	// provider's per-attempt fields (provider.BodyIdentity): the row keeps
+	// its digest (Sealer.identity) so that a later duplicate is compared
+	// with it (StoredBodies) and the stored body is never read for that.
+	BodyIdentity []byte
+	// storedIdentity is BodyIdentity as the row keeps it (sealRows).
+	storedIdentity string
 }
 
 // ErrIncomplete refuses a claim without its namespace, event id, provider
@@ -177,13 +184,13 @@ func (s *Store) claim(ctx context.Context, rows []Claim) ([]ClaimResult, error) 
 // sealRows are rows as stored: with PAYLOAD_KEYS, their payloads sealed
 // (seal.go); else rows themselves.
 func (s *Store) sealRows(rows []Claim) []Claim {
-	if s.sealer == nil {
-		return rows
-	}
 	out := make([]Claim, len(rows))
 	for i, c := range rows {
 		out[i] = c
 		out[i].Payload = s.sealer.Seal(c.key(), c.Payload)
+		if len(c.BodyIdentity) > 0 {
+			out[i].storedIdentity = s.sealer.identity(c.BodyIdentity)
+		}
 	}
 	return out
 }
@@ -399,14 +406,14 @@ type querier interface {
 // keys (keys.go).
 var claimSQL = `
 	INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, headers,
-		secret_index, clock_skew_ms, occurred_at, replayed, body_digest, secret_fingerprint)
+		secret_index, clock_skew_ms, occurred_at, replayed, body_digest, secret_fingerprint, body_identity)
 	SELECT k.namespace, k.event_id, k.provider, k.source, k.event_type,
 		convert_from(substring($13::bytea FROM k.start FOR k.size), 'UTF8'), k.headers,
-		k.secret_index, k.clock_skew_ms, k.occurred_at, k.replayed, k.body_digest, k.secret_fingerprint
+		k.secret_index, k.clock_skew_ms, k.occurred_at, k.replayed, k.body_digest, k.secret_fingerprint, k.body_identity
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[], $8::jsonb[],
-		$9::bigint[], $10::bigint[], $11::timestamptz[], $12::boolean[], $14::text[], $15::text[])
+		$9::bigint[], $10::bigint[], $11::timestamptz[], $12::boolean[], $14::text[], $15::text[], $16::text[])
 		AS k(namespace, event_id, provider, source, event_type, start, size, headers,
-			secret_index, clock_skew_ms, occurred_at, replayed, body_digest, secret_fingerprint)
+			secret_index, clock_skew_ms, occurred_at, replayed, body_digest, secret_fingerprint, body_identity)
 	WHERE NOT ` + keptKeySQL("k") + `
 	ON CONFLICT DO NOTHING
 	RETURNING namespace, event_id`
@@ -454,7 +461,7 @@ func claimArgs(rows []Claim, buf *[]byte) []any {
 		secretIdx, skews                         = make([]*int64, n), make([]*int64, n)
 		occurred                                 = make([]*time.Time, n)
 		replayed                                 = make([]bool, n)
-		digests, fingerprints                    = make([]*string, n), make([]*string, n)
+		digests, fingerprints, identities        = make([]*string, n), make([]*string, n), make([]*string, n)
 	)
 	if bodies == nil {
 		// pgx sends a nil slice as NULL: a batch of empty bodies stores
@@ -486,9 +493,12 @@ func claimArgs(rows []Claim, buf *[]byte) []any {
 		if c.SecretFingerprint != "" {
 			fingerprints[i] = &c.SecretFingerprint
 		}
+		if c.storedIdentity != "" {
+			identities[i] = &c.storedIdentity
+		}
 	}
 	*buf = bodies
-	return []any{namespaces, eventIDs, providers, sources, types, starts, sizes, headers, secretIdx, skews, occurred, replayed, bodies, digests, fingerprints}
+	return []any{namespaces, eventIDs, providers, sources, types, starts, sizes, headers, secretIdx, skews, occurred, replayed, bodies, digests, fingerprints, identities}
 }
 
 // claimBodies holds the buffers the claim statement's bodies go in, one

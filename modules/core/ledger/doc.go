@@ -56,7 +56,7 @@
 //     transaction handlers get, with an ent client and River's inserts
 //     (Tx.InsertJob, Tx.InsertJobs, through a JobInserter).
 //   - Operate: the Store's Find, List (Filter, ValidStatus), Search,
-//     FindJob and FindJobs (Job), StoredPayloads, Requeue (which targets
+//     FindJob and FindJobs (Job), StoredPayloads, StoredBodies (StoredBody), Requeue (which targets
 //     the event, never a shared batch job; RequeueResult), RequeueMatching
 //     (RequeueCounts), Discard, Prune (Retention, PruneReport, PruneArgs,
 //     PruneWorker, PrunePeriodically), Erase and EraseModules (EraseFunc,

@@ -193,7 +193,7 @@ func (s *Store) eraseBatch(ctx context.Context, subject string, dryRun bool, wit
 	}
 	rows, err := s.db.QueryContext(ctx, with+`,
 		done AS (
-			UPDATE webhook_event e SET payload = '`+ErasedPayload+`', headers = NULL, erased_at = now(),
+			UPDATE webhook_event e SET payload = '`+ErasedPayload+`', headers = NULL, body_identity = NULL, erased_at = now(),
 				last_error = CASE WHEN strpos(e.last_error, $1) > 0 THEN '`+Erased+`' ELSE e.last_error END,
 				discard_reason = CASE WHEN strpos(e.discard_reason, $1) > 0 THEN '`+Erased+`' ELSE e.discard_reason END,
 				failure_log = CASE WHEN jsonb_typeof(e.failure_log) = 'array' THEN (

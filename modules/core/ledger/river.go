@@ -188,7 +188,7 @@ func (h *errorHandler) HandlePanic(_ context.Context, job *rivertype.JobRow, pan
 // inserted (its CTE ins), inside claimWithJobSQL: the job River's
 // InsertManyTx would insert for them (claimRows), an apply_event job with
 // fresh set for one event, an apply_batch job for more, none for none, in
-// the default queue with the apply's attempt budget. With $16 it also
+// the default queue with the apply's attempt budget. With $17 it also
 // sends River's insert notice, which wakes the workers, on the channel
 // River listens on; where that name would pass PostgreSQL's 63 bytes,
 // which pg_notify refuses (a schema named with more than 50), it sends
@@ -205,7 +205,7 @@ var claimJobSQL = `
 		'{}', '{}'
 	FROM ins
 	HAVING count(*) > 0
-	RETURNING CASE WHEN $16::boolean AND octet_length(current_schema()) <= 50
+	RETURNING CASE WHEN $17::boolean AND octet_length(current_schema()) <= 50
 		THEN pg_notify(current_schema() || '.river_insert', '{"queue": "` + river.QueueDefault + `"}')::text END AS notice`
 
 // absorbSQL takes the claims' jobs waiting (absorbable) in queue $1, other

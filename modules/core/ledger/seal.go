@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
@@ -44,6 +45,9 @@ var ErrPayloadCorrupt = errors.New("the sealed payload does not open with its ke
 type Sealer struct {
 	ids   []string // key ids, first the sealing key's
 	aeads map[string]cipher.AEAD
+	// macKeys key the body identity digests (identity), one derived
+	// from each payload key.
+	macKeys map[string][]byte
 }
 
 // NewSealer is a Sealer of keys (PayloadKeySize bytes each): the first
@@ -52,7 +56,7 @@ func NewSealer(keys [][]byte) (*Sealer, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	s := &Sealer{aeads: make(map[string]cipher.AEAD, len(keys))}
+	s := &Sealer{aeads: make(map[string]cipher.AEAD, len(keys)), macKeys: make(map[string][]byte, len(keys))}
 	for i, k := range keys {
 		if len(k) != PayloadKeySize {
 			return nil, fmt.Errorf("key %d is %d bytes, want %d", i+1, len(k), PayloadKeySize)
@@ -71,6 +75,9 @@ func NewSealer(keys [][]byte) (*Sealer, error) {
 		}
 		s.ids = append(s.ids, id)
 		s.aeads[id] = aead
+		derive := hmac.New(sha256.New, k)
+		derive.Write([]byte("hookledger body identity"))
+		s.macKeys[id] = derive.Sum(nil)
 	}
 	return s, nil
 }
@@ -111,6 +118,54 @@ func (s *Sealer) Seal(k EventKey, plaintext []byte) []byte {
 	copy(out, head)
 	base64.RawStdEncoding.Encode(out[len(head):], sealed)
 	return out
+}
+
+// identity is the digest a row keeps of its body identity (Claim.
+// BodyIdentity): "sha256:<hex>" without payload keys; with them
+// "<key id>:<hex>", an HMAC-SHA256 under a key derived from the sealing
+// key, so that the digest confirms no guessed body to whoever reads the
+// database without the keys.
+func (s *Sealer) identity(sum []byte) string {
+	if s == nil {
+		return identityPlain + hex.EncodeToString(sum)
+	}
+	return s.identityUnder(s.ids[0], sum)
+}
+
+// identityPlain prefixes an unkeyed identity digest.
+const identityPlain = "sha256:"
+
+// identityUnder is the identity digest of sum under the key of id; ""
+// when s does not hold it.
+func (s *Sealer) identityUnder(id string, sum []byte) string {
+	key, ok := s.macKeys[id]
+	if !ok {
+		return ""
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write(sum)
+	return id + ":" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// sameIdentity reports whether stored (a row's identity digest) is sum's;
+// known is false when it cannot tell: no digest, or one under a key s no
+// longer holds.
+func (s *Sealer) sameIdentity(stored string, sum []byte) (same, known bool) {
+	if stored == "" {
+		return false, false
+	}
+	if strings.HasPrefix(stored, identityPlain) {
+		return hmac.Equal([]byte(stored), []byte(identityPlain+hex.EncodeToString(sum))), true
+	}
+	id, _, _ := strings.Cut(stored, ":")
+	if s == nil {
+		return false, false
+	}
+	want := s.identityUnder(id, sum)
+	if want == "" {
+		return false, false
+	}
+	return hmac.Equal([]byte(stored), []byte(want)), true
 }
 
 // Sealed reports whether a stored payload is sealed, and by which key.

@@ -9,7 +9,6 @@ import (
 	"crypto/pbkdf2"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -333,24 +332,38 @@ func SecretFingerprint(key, secret []byte) string {
 const fingerprintIterations = 20000
 
 // BodyIdentity is what two deliveries of one event must share: a digest of
-// the body with VolatileFields taken out, so that a redelivery whose body
-// differs elsewhere (hookledger_duplicate_mismatch_total) is told apart
-// from a provider's per-attempt counter. The body's other bytes count as
-// they are.
+// the body with the values of its top-level VolatileFields left out, so
+// that a redelivery whose body differs elsewhere
+// (hookledger_duplicate_mismatch_total) is told apart from a provider's
+// per-attempt counter. The body's other bytes count as they are. The
+// receiver computes it for every delivery (the ledger keeps its digest to
+// compare duplicates with), so it reads the body in one pass and copies
+// nothing.
 func (p *Provider) BodyIdentity(body []byte) [sha256.Size]byte {
 	if len(p.VolatileFields) == 0 {
 		return sha256.Sum256(body)
 	}
-	var top map[string]json.RawMessage
-	if json.Unmarshal(body, &top) != nil {
-		return sha256.Sum256(body)
-	}
-	for _, f := range p.VolatileFields {
-		delete(top, f)
-	}
-	canonical, err := json.Marshal(top) // keys sorted, values as they came
+	h := sha256.New()
+	last := 0
+	err := scanObject(body, func(s *scanner, depth int, key []byte, _ int) error {
+		start := s.i
+		if err := s.value(depth); err != nil {
+			return err
+		}
+		for _, f := range p.VolatileFields {
+			if string(key) == f {
+				h.Write(body[last:start])
+				last = s.i
+				break
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return sha256.Sum256(body)
 	}
-	return sha256.Sum256(canonical)
+	h.Write(body[last:])
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }

@@ -12,16 +12,19 @@ import (
 	"github.com/hookledger/hookledger/modules/core/provider"
 )
 
-// Stored reads the ledger's stored bodies; *ledger.Store is the one in use.
+// Stored reads what the ledger keeps to compare a duplicate's body with;
+// *ledger.Store is the one in use.
 type Stored interface {
-	StoredPayloads(ctx context.Context, keys []ledger.EventKey) (map[ledger.EventKey][]byte, error)
+	StoredBodies(ctx context.Context, keys []ledger.EventKey) (map[ledger.EventKey]ledger.StoredBody, error)
 }
 
 // DuplicateCheck compares each duplicate the ledger answered with the body
 // it stores, off the request path: a duplicate is answered at once, and a
 // body that differs beyond the provider's per-attempt fields
 // (provider.BodyIdentity) is counted in hookledger_duplicate_mismatch_total
-// and logged as a warning. The stored body is kept either way: the first
+// and logged as a warning. It compares digests of the identity (the row
+// keeps one from its claim), never reading a stored body but a small one
+// of a row claimed before digests were kept (ledger.StoredBodies). The stored body is kept either way: the first
 // verified delivery is the event. Checks are batched, one query for many;
 // when the queue is full (a duplicate storm outruns it) a duplicate goes
 // unchecked rather than wait. Duplicates that Redis answered never reach
@@ -57,12 +60,12 @@ func NewDuplicateCheck(ctx context.Context, stored Stored, m *metrics.Set, stats
 
 // add queues a duplicate of source for comparison; a nil *DuplicateCheck
 // compares nothing.
-func (d *DuplicateCheck) add(source string, p *provider.Provider, c ledger.Claim) {
+func (d *DuplicateCheck) add(source string, p *provider.Provider, key ledger.EventKey, identity [sha256.Size]byte) {
 	if d == nil {
 		return
 	}
 	select {
-	case d.queue <- duplicate{source: source, key: ledger.EventKey{Namespace: c.Namespace, EventID: c.EventID}, provider: p, identity: p.BodyIdentity(c.Payload)}:
+	case d.queue <- duplicate{source: source, key: key, provider: p, identity: identity}:
 	default:
 	}
 }
@@ -96,16 +99,22 @@ func (d *DuplicateCheck) compare(ctx context.Context, batch []duplicate) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	stored, err := d.stored.StoredPayloads(ctx, keys)
+	stored, err := d.stored.StoredBodies(ctx, keys)
 	if err != nil {
 		d.log.Debug("duplicates left uncompared", zap.Int("duplicates", len(batch)), zap.Error(err))
 		return
 	}
 	for _, dup := range batch {
 		body, ok := stored[dup.key]
-		if !ok || string(body) == ledger.ErasedPayload || dup.provider.BodyIdentity(body) == dup.identity {
-			// A duplicate by body digest alone has no row of its id (nor
-			// does a pruned one), and an erased one no body to compare.
+		if !ok {
+			// A duplicate by body digest alone has no row of its id, nor
+			// does a pruned one.
+			continue
+		}
+		identityOf := func(b []byte) []byte { sum := dup.provider.BodyIdentity(b); return sum[:] }
+		if same, known := body.Same(dup.identity[:], identityOf); same || !known {
+			// An erased row has nothing to compare with, and a row under a
+			// key no longer configured cannot be told.
 			continue
 		}
 		d.metrics.DuplicateMismatches.WithLabelValues(dup.source).Inc()

@@ -210,6 +210,8 @@ func (h *handler) receive(c *gin.Context) {
 	if verified != nil && verified.SecretIndex < len(src.Fingerprints) {
 		claim.SecretFingerprint = src.Fingerprints[verified.SecretIndex]
 	}
+	identity := src.Provider.BodyIdentity(body)
+	claim.BodyIdentity = identity[:]
 	if ev.Ignore {
 		c.JSON(http.StatusOK, ev.Reply)
 		return
@@ -234,7 +236,7 @@ func (h *handler) receive(c *gin.Context) {
 		h.cfg.ShortCircuit.Mark(claim.Namespace, claim.EventID)
 	}
 	if err == nil && res != ledger.Claimed {
-		h.cfg.Duplicates.add(src.Name, src.Provider, claim)
+		h.cfg.Duplicates.add(src.Name, src.Provider, ledger.EventKey{Namespace: claim.Namespace, EventID: claim.EventID}, identity)
 	}
 	switch {
 	case err == nil && res == ledger.Claimed:
