@@ -1,6 +1,8 @@
 package app_test
 
 import (
+	"bytes"
+	"encoding/base64"
 	"net/http"
 	"os"
 	"strconv"
@@ -17,23 +19,33 @@ import (
 const replayToken = "replay-token-for-throttle-tests"
 
 // TestReplayTokenGuessesThrottled is a guesser at the replay token on the
-// public webhook path: 300 wrong tokens from one address meet 429 with
-// Retry-After once the address has spent its failures (20 answered 401
-// first, as wrong admin tokens are), while the right token from that same
-// address is claimed before, during and after, and a signed delivery
-// without a token is never counted.
+// public webhook path of a server with GitHub, Stripe and Shopify sources,
+// PAYLOAD_KEYS, and TRUSTED_PROXIES standing in for many client addresses:
+// 300 wrong tokens from one address meet 429 with Retry-After once the
+// address has spent its failures (20 answered 401 first, as wrong admin
+// tokens are), while the right token from that same address is claimed
+// before, during and after, another address's wrong token is still a 401,
+// and a signed delivery without a token is never counted.
 func TestReplayTokenGuessesThrottled(t *testing.T) {
 	t.Parallel()
-	s := start(t, map[string]string{"REPLAY_TOKEN": replayToken})
+	s := start(t, map[string]string{
+		"REPLAY_TOKEN": replayToken, "TRUSTED_PROXIES": "127.0.0.1/32", "PAYLOAD_KEYS": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{4}, 32)),
+		"GITHUB_WEBHOOK_SECRET": providerSecrets["github"], "SHOPIFY_WEBHOOK_SECRET": providerSecrets["shopify"],
+	})
 	now := time.Now().Unix()
+	from := func(addr string, h http.Header) http.Header {
+		h.Set("X-Forwarded-For", addr)
+		return h
+	}
+	const guesser = "198.51.100.7"
 
-	code, out := s.post(t, "/webhooks/stripe", subEvent("evt_rt_before", "active", now), http.Header{"X-Replay-Token": {replayToken}})
+	code, out := s.post(t, "/webhooks/stripe", subEvent("evt_rt_before", "active", now), from(guesser, http.Header{"X-Replay-Token": {replayToken}}))
 	require.Equal(t, http.StatusOK, code, "%v", out)
 
 	var unauthorized, throttled int
 	for i := range 300 {
 		body := subEvent("evt_rt_guess_"+strconv.Itoa(i), "active", now)
-		code, _ := s.post(t, "/webhooks/stripe", body, http.Header{"X-Replay-Token": {"guess-" + strconv.Itoa(i)}})
+		code, _ := s.post(t, "/webhooks/stripe", body, from(guesser, http.Header{"X-Replay-Token": {"guess-" + strconv.Itoa(i)}}))
 		switch code {
 		case http.StatusUnauthorized:
 			unauthorized++
@@ -43,7 +55,7 @@ func TestReplayTokenGuessesThrottled(t *testing.T) {
 			t.Fatalf("wrong token %d answered %d", i, code)
 		}
 		if i == 150 {
-			code, out := s.post(t, "/webhooks/stripe", subEvent("evt_rt_during", "active", now), http.Header{"X-Replay-Token": {replayToken}})
+			code, out := s.post(t, "/webhooks/stripe", subEvent("evt_rt_during", "active", now), from(guesser, http.Header{"X-Replay-Token": {replayToken}}))
 			require.Equal(t, http.StatusOK, code, "the right token amid the guesses: %v", out)
 			require.Equal(t, "claimed", out["status"])
 		}
@@ -55,6 +67,7 @@ func TestReplayTokenGuessesThrottled(t *testing.T) {
 	req, err := http.NewRequest(http.MethodPost, s.base+"/webhooks/stripe", nil)
 	require.NoError(t, err)
 	req.Header.Set("X-Replay-Token", "one-more-guess")
+	req.Header.Set("X-Forwarded-For", guesser)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -63,10 +76,12 @@ func TestReplayTokenGuessesThrottled(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, wait >= 1 && wait <= int(admin.ThrottleEvery/time.Second), "Retry-After %d", wait)
 
-	code, out = s.post(t, "/webhooks/stripe", subEvent("evt_rt_after", "active", now), http.Header{"X-Replay-Token": {replayToken}})
+	code, out = s.post(t, "/webhooks/stripe", subEvent("evt_rt_after", "active", now), from(guesser, http.Header{"X-Replay-Token": {replayToken}}))
 	require.Equal(t, http.StatusOK, code, "the right token after the guesses: %v", out)
+	code, _ = s.post(t, "/webhooks/stripe", subEvent("evt_rt_other", "active", now), from("203.0.113.9", http.Header{"X-Replay-Token": {"a-first-guess"}}))
+	require.Equal(t, http.StatusUnauthorized, code, "another address has its own count")
 	signedBody := subEvent("evt_rt_signed", "active", now)
-	code, out = s.post(t, "/webhooks/stripe", signedBody, signed(signedBody, time.Now()))
+	code, out = s.post(t, "/webhooks/stripe", signedBody, from(guesser, signed(signedBody, time.Now())))
 	require.Equal(t, http.StatusOK, code, "a signed delivery from the guessing address: %v", out)
 
 	require.Equal(t, 4, s.db.Count(t, `SELECT count(*) FROM webhook_event`), "no guess wrote a row")
