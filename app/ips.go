@@ -129,8 +129,9 @@ func fetchList(ctx context.Context, client *http.Client, url string) ([]byte, er
 }
 
 // allowList builds a source's allow_ips, loading the published lists the
-// first time one is named and reporting each list's age: a stale list is
-// still enforced, never silently (hookledger_published_ips_stale). A stale
+// first time one is named and reporting each list's age from its
+// fetched_at at every scrape: a stale list is still enforced, never
+// silently (hookledger_published_ips_stale). A stale
 // PUBLISHED_IPS_FILE is also warned of at start-up, as hookledger ips
 // update no longer refreshes it; the copy shipped in the binary is named
 // by an info line instead, since it ages with the release and a warning on
@@ -152,14 +153,9 @@ func (a *App) allowList(s config.Source) (*provider.AllowList, error) {
 	}
 	for _, name := range l.Published {
 		pl := a.published.Lists[name]
+		a.metrics.PublishedIPs.Track(name, pl.FetchedAt, a.cfg.PublishedIPsMaxAge)
 		age := time.Since(pl.FetchedAt)
-		a.metrics.PublishedIPsAge.WithLabelValues(name).Set(age.Seconds())
 		stale := age > a.cfg.PublishedIPsMaxAge
-		gauge := 0.0
-		if stale {
-			gauge = 1
-		}
-		a.metrics.PublishedIPsStale.WithLabelValues(name).Set(gauge)
 		fields := []zap.Field{zap.String("list", name), zap.String("from", a.published.Origin), zap.Time("fetched_at", pl.FetchedAt),
 			zap.Duration("age", age.Round(time.Hour)), zap.Duration("max_age", a.cfg.PublishedIPsMaxAge), zap.String("source", s.Name)}
 		switch {

@@ -146,8 +146,9 @@ var options = []Option{
 			"that a source's `allow_ips: [stripe]` or `[github]` names.",
 		set: text(func(c *Config) *string { return &c.PublishedIPsFile })},
 	{Name: "PUBLISHED_IPS_MAX_AGE", Group: groupSources, Default: "720h",
-		Doc: "A published list older than this is still enforced, and reported: a warning at start-up for a stale `PUBLISHED_IPS_FILE` " +
-			"(the shipped copy is only named in an info line) and `hookledger_published_ips_stale{list} 1`.",
+		Doc: "A published list older than this (since the `fetched_at` that `hookledger ips update` recorded) is still enforced, and reported: " +
+			"a warning at start-up for a stale `PUBLISHED_IPS_FILE` (the shipped copy is only named in an info line) and " +
+			"`hookledger_published_ips_stale{list} 1`. The shipped copy is dated 2026-11-01, so it reads stale: refresh a `PUBLISHED_IPS_FILE` instead.",
 		set: duration(func(c *Config) *time.Duration { return &c.PublishedIPsMaxAge }, within(1, forever, "a positive duration such as 720h"))},
 
 	{Name: "CLAIM_TIMEOUT", Group: groupClaim, Default: DefaultClaimTimeout.String(),

@@ -40,11 +40,10 @@ type Set struct {
 	// requests refused, by reason (unauthorized, cross_site).
 	AdminRefusals *prometheus.CounterVec
 	// AllowlistRefusals counts deliveries refused with 403 by a source's
-	// allow_ips; PublishedIPsAge is each published address list's age and
-	// PublishedIPsStale is 1 while it is older than PUBLISHED_IPS_MAX_AGE.
+	// allow_ips; PublishedIPs reports each published address list's age
+	// and whether it is older than PUBLISHED_IPS_MAX_AGE.
 	AllowlistRefusals *prometheus.CounterVec
-	PublishedIPsAge   *prometheus.GaugeVec
-	PublishedIPsStale *prometheus.GaugeVec
+	PublishedIPs      *PublishedLists
 	// LateClaims counts claims that committed after their delivery was
 	// answered 503; DuplicateMismatches counts duplicates whose body
 	// differs from the stored one.
@@ -119,14 +118,7 @@ func New() *Set {
 			Name: "hookledger_duplicate_mismatch_total",
 			Help: "Duplicates (same event id) whose body differs from the stored one beyond the provider's per-attempt fields; the stored body is kept.",
 		}, []string{"source"}),
-		PublishedIPsAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "hookledger_published_ips_age_seconds",
-			Help: "Age of each published sender address list in use (stripe, github), from its fetched_at.",
-		}, []string{"list"}),
-		PublishedIPsStale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "hookledger_published_ips_stale",
-			Help: "1 while a published sender address list in use is older than PUBLISHED_IPS_MAX_AGE: run hookledger ips update.",
-		}, []string{"list"}),
+		PublishedIPs: NewPublishedLists(),
 		DriftObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hookledger_drift_objects",
 			Help: "Objects whose stored row differs from the provider's (missing here, missing at the provider, or in some fields) at the last scheduled drift check (DRIFT_INTERVAL) this process ran, by kind.",
@@ -145,7 +137,7 @@ func New() *Set {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		s.Deliveries, s.ClaimSeconds, s.Applies, s.ApplySeconds, s.StaleSkipped, s.VersionTies, s.WouldSkip,
 		s.SignatureFailures, s.BodyBytesInFlight, s.AdminRefusals,
-		s.AllowlistRefusals, s.PublishedIPsAge, s.PublishedIPsStale, s.LateClaims, s.DuplicateMismatches,
+		s.AllowlistRefusals, s.PublishedIPs, s.LateClaims, s.DuplicateMismatches,
 		s.DriftObjects, s.LedgerOrphans, s.PayloadsUnreadable,
 	)
 	return s
