@@ -86,7 +86,7 @@ func stripeSigned(secret string, body []byte) http.Header {
 
 // sourceCells is the overview's row of source: the inner HTML of each
 // cell (source, claimed, duplicates, rate, last delivery, signature
-// failures, last failure, refused by allow_ips, secret matched).
+// failures, last failure, refused by allow_ips, too large, secret matched).
 func (s *server) sourceCells(t *testing.T, source string) []string {
 	t.Helper()
 	code, page, _ := s.page(t, "/console/", basic(adminToken))
@@ -97,7 +97,7 @@ func (s *server) sourceCells(t *testing.T, source string) []string {
 	for _, m := range regexp.MustCompile(`(?s)<td>(.*?)</td>`).FindAllStringSubmatch(row, -1) {
 		cells = append(cells, m[1])
 	}
-	require.Len(t, cells, 9, row)
+	require.Len(t, cells, 10, row)
 	return cells
 }
 
@@ -106,7 +106,7 @@ func (s *server) sourceCells(t *testing.T, source string) []string {
 func (s *server) secretsShown(t *testing.T, source string) []string {
 	t.Helper()
 	var out []string
-	for _, m := range regexp.MustCompile(`<div class="secret">(.*?)</div>`).FindAllStringSubmatch(s.sourceCells(t, source)[8], -1) {
+	for _, m := range regexp.MustCompile(`<div class="secret">(.*?)</div>`).FindAllStringSubmatch(s.sourceCells(t, source)[9], -1) {
 		entry, _, _ := strings.Cut(m[1], ", last ")
 		out = append(out, entry)
 	}

@@ -79,6 +79,9 @@ type Config struct {
 	// Sessions serves /console/login and /console/logout; nil serves
 	// neither.
 	Sessions Sessions
+	// NowFunc is the clock the overview reads its windows and "ago" by;
+	// time.Now when nil.
+	NowFunc func() time.Time
 }
 
 // Routes lists every route the console serves, all behind cfg.Auth and
@@ -140,11 +143,24 @@ var funcs = template.FuncMap{
 		}
 		return ""
 	},
-	"ago": func(t time.Time) string {
+	// ago is how long before now (the page's time) t was.
+	"ago": func(now, t time.Time) string {
 		if t.IsZero() {
 			return "never"
 		}
-		return duration(time.Since(t)) + " ago"
+		return duration(now.Sub(t)) + " ago"
+	},
+	// within is how long before now a time known only to its minute
+	// (delivery_stat's) was at most: it came at some point in that minute.
+	"within": func(now, minute time.Time) string {
+		if minute.IsZero() {
+			return "never"
+		}
+		d := now.Sub(minute)
+		if d >= time.Hour {
+			return duration(d) + " ago"
+		}
+		return fmt.Sprintf("under %dm ago", d/time.Minute+1)
 	},
 	"dur":   duration,
 	"list":  func(s ...string) []string { return s },

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookledger/hookledger/ent/webhookevent"
 	"github.com/hookledger/hookledger/modules/core/ledger"
+	"github.com/hookledger/hookledger/modules/core/metrics"
 )
 
 // chartOutcomes are the answers the chart stacks, bottom up, with their
@@ -57,12 +58,19 @@ type latency struct {
 type sourceHealth struct {
 	Source
 	Claimed, Duplicates, SigFailures int64
-	// Forbidden: refused by allow_ips. Mismatches: duplicates whose body
-	// differs from the stored one.
-	Forbidden, Mismatches        int64
-	DupRate                      float64
-	LastDelivery, LastSigFailure time.Time
-	Secrets                      []secretUse
+	// Forbidden: refused by allow_ips. TooLarge: refused 413, the body
+	// over MAX_BODY_BYTES. Mismatches: duplicates whose body differs from
+	// the stored one.
+	Forbidden, TooLarge, Mismatches int64
+	DupRate                         float64
+	// LastDelivery is the newest claim's received_at, to the second
+	// (LastDeliveryExact), or the minute of the newest duplicate when that
+	// came in a later minute: duplicates leave no row with their time.
+	LastDelivery      time.Time
+	LastDeliveryExact bool
+	// LastSigFailure is the minute of the newest, as delivery_stat counts it.
+	LastSigFailure time.Time
+	Secrets        []secretUse
 }
 
 type secretUse struct {
@@ -96,6 +104,9 @@ func (h *handler) overview(c *gin.Context) {
 		return
 	}
 	now := time.Now()
+	if h.cfg.NowFunc != nil {
+		now = h.cfg.NowFunc()
+	}
 	d := overviewData{Window: w, Windows: windows, Generated: now.UTC(), Totals: map[string]int64{}}
 	series, err := h.cfg.Ledger.DeliverySeries(ctx, now.Add(-w.Span), w.Step)
 	if err != nil {
@@ -195,7 +206,63 @@ func applyLatency(ctx context.Context, db *sql.DB, since time.Time) (latency, er
 
 type sourceHealthRow struct {
 	sourceHealth
-	wouldSkip int64
+	wouldSkip       int64
+	lastClaimMinute time.Time
+}
+
+// lastClaimsSQL reads each source's newest claim's received_at around the
+// newest minute delivery_stat counted a claim of it in ($1 sources, $2
+// minutes): a claim is counted when it is answered, which may be in the
+// minute after the one it was received in. One minute or two of
+// webhook_event per source, through the received_at index.
+const lastClaimsSQL = `
+	SELECT s.source, (SELECT max(e.received_at) FROM webhook_event e
+		WHERE e.received_at >= s.minute - interval '1 minute' AND e.received_at < s.minute + interval '1 minute'
+		AND e.source = s.source)
+	FROM unnest($1::text[], $2::timestamptz[]) AS s(source, minute)`
+
+// lastClaims sets each source's LastDelivery to its newest claim's own
+// time, to the second, unless a duplicate came in a later minute than
+// that claim (a duplicate earlier in the claim's minute is not placed
+// after it). A claim whose row is gone (pruned, which a day-old row is
+// not under any RETENTION) keeps its minute.
+func (h *handler) lastClaims(ctx context.Context, sources []*sourceHealthRow) error {
+	var names []string
+	var minutes []time.Time
+	for _, s := range sources {
+		if !s.lastClaimMinute.IsZero() {
+			names, minutes = append(names, s.Name), append(minutes, s.lastClaimMinute)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	rows, err := h.cfg.DB.QueryContext(ctx, lastClaimsSQL, names, minutes)
+	if err != nil {
+		return fmt.Errorf("last claims: %w", err)
+	}
+	defer rows.Close()
+	at := map[string]time.Time{}
+	for rows.Next() {
+		var name string
+		var t sql.NullTime
+		if err := rows.Scan(&name, &t); err != nil {
+			return fmt.Errorf("last claims: %w", err)
+		}
+		if t.Valid {
+			at[name] = t.Time
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("last claims: %w", err)
+	}
+	for _, s := range sources {
+		t, ok := at[s.Name]
+		if ok && !s.LastDelivery.After(t) {
+			s.LastDelivery, s.LastDeliveryExact = t, true
+		}
+	}
+	return nil
 }
 
 // health reads each configured source's last day from delivery_stat: its
@@ -234,6 +301,8 @@ func (h *handler) health(ctx context.Context, now time.Time) ([]sourceHealthRow,
 			s.wouldSkip = c.Count
 		case ledger.StatForbidden:
 			s.Forbidden = c.Count
+		case metrics.OutcomeTooLarge:
+			s.TooLarge = c.Count
 		case ledger.StatMismatch:
 			s.Mismatches = c.Count
 		default:
@@ -244,6 +313,12 @@ func (h *handler) health(ctx context.Context, now time.Time) ([]sourceHealthRow,
 		if (c.Outcome == "claimed" || c.Outcome == "duplicate") && c.Last.After(s.LastDelivery) {
 			s.LastDelivery = c.Last
 		}
+		if c.Outcome == "claimed" && c.Last.After(s.lastClaimMinute) {
+			s.lastClaimMinute = c.Last
+		}
+	}
+	if err := h.lastClaims(ctx, out); err != nil {
+		return nil, err
 	}
 	res := make([]sourceHealthRow, len(out))
 	for i, s := range out {
