@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -28,7 +29,7 @@ import (
 // DefaultSweepInterval is LEDGER_SWEEP_INTERVAL's default.
 const DefaultSweepInterval = time.Minute
 
-// sweepPage is how many orphan candidates one sweep statement reads.
+// sweepPage is how many orphan candidates one sweep transaction locks.
 const sweepPage = 500
 
 // SweepReport says what one sweep found and did.
@@ -39,17 +40,23 @@ type SweepReport struct {
 	Failed int `json:"failed"`
 }
 
-// orphanCandidatesSQL reads claimed rows (through the partial index of
-// claimed and failed rows) that no live apply job carries, without
+// orphanCandidatesSQL reads the claimed rows (through the partial index
+// of claimed and failed rows) that no live apply job carries, without
 // locking them: nearly every claimed row has its job, and those it finds
-// are locked and checked again (orphanSQL). $1, $2 is the keyset position
-// (received_at, id) after which it reads.
+// are locked and checked again (orphanSQL). The keys the live jobs carry
+// are read once, into a hash the rows are matched against: one pass over
+// the backlog's rows and its jobs, however many there are.
 var orphanCandidatesSQL = `
-	SELECT e.id, e.received_at FROM webhook_event e
-	WHERE e.status = ` + claimedSQL + ` AND (e.received_at, e.id) > ($1, $2)
-		AND NOT EXISTS (SELECT 1 FROM river_job WHERE ` + ownApplyJobOf("e") + ` AND state IN ` + liveStates + `)
-		AND NOT EXISTS (SELECT 1 FROM river_job WHERE ` + batchHoldingOf("e") + ` AND state IN ` + liveStates + `)
-	ORDER BY e.received_at, e.id LIMIT ` + fmt.Sprint(sweepPage)
+	WITH carried AS (
+		SELECT args->>'namespace' AS namespace, args->>'event_id' AS event_id FROM river_job
+		WHERE kind = '` + ApplyArgs{}.Kind() + `' AND state IN ` + liveStates + `
+		UNION ALL
+		SELECT k->>'namespace', k->>'event_id' FROM river_job, jsonb_array_elements(args->'events') k
+		WHERE kind = '` + ApplyBatchArgs{}.Kind() + `' AND state IN ` + liveStates + ` AND jsonb_typeof(args->'events') = 'array')
+	SELECT e.id FROM webhook_event e
+	WHERE e.status = ` + claimedSQL + `
+		AND NOT EXISTS (SELECT FROM carried c WHERE c.namespace = e.namespace AND c.event_id = e.event_id)
+	ORDER BY e.id`
 
 // lockOrphansSQL locks the candidate rows $1 that are still claimed,
 // skipping any a path holds now (an apply, a requeue: they give the row
@@ -102,38 +109,17 @@ var failOrphanSQL = `
 // without settling it) gets a new apply job, inserted through jobs. It
 // reports what its statements changed.
 func Sweep(ctx context.Context, db *sql.DB, jobs JobInserter) (SweepReport, error) {
-	var (
-		r     SweepReport
-		after time.Time
-		id    int64
-	)
-	for {
-		rows, err := db.QueryContext(ctx, orphanCandidatesSQL, after, id)
-		if err != nil {
-			return r, fmt.Errorf("sweep: find orphans: %w", err)
-		}
-		var ids []int64
-		for rows.Next() {
-			if err := rows.Scan(&id, &after); err != nil {
-				rows.Close()
-				return r, fmt.Errorf("sweep: find orphans: %w", err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return r, fmt.Errorf("sweep: find orphans: %w", err)
-		}
-		if len(ids) == 0 {
-			return r, nil
-		}
-		if err := InTxWithJobs(ctx, db, jobs, func(tx *Tx) error { return sweepPageOf(ctx, tx, ids, &r) }); err != nil {
+	var r SweepReport
+	ids, err := scanIDs(db.QueryContext(ctx, orphanCandidatesSQL))
+	if err != nil {
+		return r, fmt.Errorf("sweep: find orphans: %w", err)
+	}
+	for page := range slices.Chunk(ids, sweepPage) {
+		if err := InTxWithJobs(ctx, db, jobs, func(tx *Tx) error { return sweepPageOf(ctx, tx, page, &r) }); err != nil {
 			return r, fmt.Errorf("sweep: %w", err)
 		}
-		if len(ids) < sweepPage {
-			return r, nil
-		}
 	}
+	return r, nil
 }
 
 // orphan is a claimed row no live job carries, and River's newest job
