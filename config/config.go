@@ -46,8 +46,11 @@ const (
 	// later.
 	MaxApplyLinger    = time.Second
 	DefaultDBMaxConns = 48
-	// MinRetention is Stripe's replay window: a pruned id younger than this
-	// could be delivered or replayed again and claimed a second time.
+	// MinRetention is Stripe's replay window, the 30 days of events its
+	// API lists. A pruned event stays a duplicate by its kept keys
+	// (KEY_RETENTION); the floor keeps its stored body while Stripe can
+	// still redeliver or replay it, to compare a duplicate with and to
+	// show or requeue it from.
 	MinRetention = 720 * time.Hour
 	// DefaultPublishedIPsMaxAge is when a published address list counts
 	// as stale.

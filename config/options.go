@@ -186,11 +186,15 @@ var options = []Option{
 			within(time.Second, 24*time.Hour, "a duration from 1s to 24h"))},
 
 	{Name: "RETENTION", Group: groupRetention, Default: "2160h",
-		Doc: "How long settled ledger rows are kept; an hourly job prunes older ones. Below `720h`, Stripe's replay window, start-up refuses it, " +
-			"since a pruned event id could be delivered again and applied twice.",
+		Doc: "How long settled ledger rows are kept; an hourly job prunes older ones. A pruned event's keys are kept for `KEY_RETENTION`, " +
+			"so its redelivery is still `duplicate`, but its stored body goes. Below `720h`, Stripe's replay window (the 30 days of events " +
+			"`hookledger replay stripe` reads), start-up refuses it: a redelivery or replay of an event Stripe still holds is compared with " +
+			"its stored body (`hookledger_duplicate_mismatch_total`), and the event can be shown or requeued from the ledger.",
 		set: duration(func(c *Config) *time.Duration { return &c.Retention }, func(d time.Duration) string {
 			if d < MinRetention {
-				return fmt.Sprintf(" is below %s, Stripe's replay window: a pruned event id could be delivered again and applied twice", MinRetention)
+				return fmt.Sprintf(" is below %s, Stripe's replay window (the 30 days of events hookledger replay stripe reads): "+
+					"a pruned event's keys are kept for KEY_RETENTION, so its redelivery is still a duplicate, but its stored body is gone, "+
+					"so a redelivery or replay of an event Stripe still holds could not be compared with it, shown or requeued", MinRetention)
 			}
 			return ""
 		})},
