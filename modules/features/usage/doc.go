@@ -20,4 +20,10 @@
 //
 // Erasing a customer (erase.go) deletes its deltas and totals together,
 // so every total stays the sum of its deltas.
+//
+// usage_delta grows by a row per event for ever: the ledger's prune
+// deletes webhook_event rows only, and nothing compacts the deltas. A
+// pruned event's delta is read again only if the event is claimed anew,
+// once KEY_RETENTION has expired its keys; docs/operating.md (Pruning)
+// says how an operator deletes the deltas past that age.
 package usage
