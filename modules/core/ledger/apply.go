@@ -150,15 +150,15 @@ func flushStaged(ctx context.Context, tx *Tx) error {
 // 0.5 ms by index; TestLockPlanIgnoresStaleStats). With sequential scans,
 // hash and merge joins off, the only plan left is a probe per key, which
 // is right for a batch on a ledger of any size.
-var applyPlanSQL = `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off; ` +
-	`SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; ` +
-	`SET LOCAL lock_timeout = ` + applyLockTimeoutSQL
+const applyPlanSQL = `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off; ` +
+	`SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off`
 
-// ApplyLockTimeout bounds how long the ledger's own statements of an
-// apply, and the staged writes of an apply of several events (a batch,
-// or a job that absorbed others), wait for a lock (PostgreSQL's
-// lock_timeout, for the apply's transaction only), and EventLockTimeout
-// the staged writes of an apply of one event. The writes take them once
+// ApplyLockTimeout bounds how long the staged writes of an apply of
+// several events (a batch, or a job that absorbed others) wait for a lock
+// (PostgreSQL's lock_timeout, for the rest of the apply's transaction),
+// and EventLockTimeout those of an apply of one event. The ledger's own
+// statements wait as long as they must: only applies hold their rows and
+// River's, for their own short time. The writes take them once
 // the apply holds its keys' advisory locks (lockWriteKeys), which it
 // waits for without a bound: an apply that shares a key with another
 // waits its turn, as long as that one takes, and the writes then wait
@@ -180,22 +180,16 @@ func lockTimeoutValue(d time.Duration) string {
 	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 }
 
-// lockTimeoutSQL is d as a PostgreSQL lock_timeout literal.
-func lockTimeoutSQL(d time.Duration) string { return "'" + lockTimeoutValue(d) + "'" }
-
 // The lock timeouts of staged writes, as lock_timeout values.
 var (
 	batchWriteLockTimeout = lockTimeoutValue(ApplyLockTimeout)
 	eventWriteLockTimeout = lockTimeoutValue(EventLockTimeout)
 )
 
-// applyLockTimeoutSQL is ApplyLockTimeout as a PostgreSQL literal.
-var applyLockTimeoutSQL = lockTimeoutSQL(ApplyLockTimeout)
-
 // unplanApplySQL gives the rest of the apply transaction, its handlers and
 // their writes, the planner settings it would have had without
 // applyPlanSQL.
-const unplanApplySQL = `SET LOCAL lock_timeout TO DEFAULT; SET LOCAL plan_cache_mode TO DEFAULT; SET LOCAL enable_seqscan TO DEFAULT; ` +
+const unplanApplySQL = `SET LOCAL plan_cache_mode TO DEFAULT; SET LOCAL enable_seqscan TO DEFAULT; ` +
 	`SET LOCAL enable_hashjoin TO DEFAULT; SET LOCAL enable_mergejoin TO DEFAULT`
 
 // planApply runs applyPlanSQL, the first statement of every apply
@@ -228,8 +222,8 @@ func unplanApply(ctx context.Context, tx *Tx, events int) error {
 var (
 	applyGuard     = applicableSQL("e", false)
 	forceGuard     = applicableSQL("webhook_event", true)
-	failGuard      = guardSQL(ActorApplyFailed, "webhook_event")
-	forceFailGuard = guardSQL(ActorForceFailed, "webhook_event")
+	failGuard      = keyedGuardSQL(ActorApplyFailed, "webhook_event")
+	forceFailGuard = keyedGuardSQL(ActorForceFailed, "webhook_event")
 )
 
 // applicableSQL is the guard of the rows an apply, forced when force,
@@ -237,9 +231,9 @@ var (
 // re-apply's.
 func applicableSQL(alias string, force bool) string {
 	if !force {
-		return guardSQL(ActorApplied, alias)
+		return keyedGuardSQL(ActorApplied, alias)
 	}
-	return "(" + guardSQL(ActorApplied, alias) + " OR " + guardSQL(ActorForce, alias) + ")"
+	return "(" + keyedGuardSQL(ActorApplied, alias) + " OR " + keyedGuardSQL(ActorForce, alias) + ")"
 }
 
 // lockedRow is a ledger row that lockForApply locked and marked settled.

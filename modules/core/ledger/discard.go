@@ -75,7 +75,7 @@ const (
 )
 
 // discardGuard is the lifecycle table's guard of a discard's update.
-var discardGuard = guardSQL(ActorDiscard, "e")
+var discardGuard = keyedGuardSQL(ActorDiscard, "e")
 
 // discard is one try of Discard, in tx.
 func (s *Store) discard(ctx context.Context, tx *Tx, namespace, eventID, reason string) error {

@@ -193,6 +193,20 @@ func fromStates(actor Actor) []State {
 // once it holds the row's lock, so a row another path moved meanwhile is
 // left alone, and the statement's RETURNING is what it changed.
 func guardSQL(actor Actor, alias string) string {
+	return guardOn(actor, alias, alias+".status")
+}
+
+// keyedGuardSQL is guardSQL for a statement that reaches its rows by key:
+// its status is read through an expression, so that the planner can never
+// take the guard for the predicate of the partial index of claimed and
+// failed rows and walk that index (every pending row) instead of probing
+// the unique index by key.
+func keyedGuardSQL(actor Actor, alias string) string {
+	return guardOn(actor, alias, "("+alias+".status || '')")
+}
+
+// guardOn is guardSQL with the row's status read as status.
+func guardOn(actor Actor, alias, status string) string {
 	col := func(c string) string { return alias + "." + c }
 	var statuses []string
 	erased := false
@@ -207,7 +221,7 @@ func guardSQL(actor Actor, alias string) string {
 	}
 	var parts []string
 	if len(statuses) > 0 {
-		parts = append(parts, "("+col("status")+" IN ("+strings.Join(statuses, ", ")+") AND "+col("erased_at")+" IS NULL)")
+		parts = append(parts, "("+status+" IN ("+strings.Join(statuses, ", ")+") AND "+col("erased_at")+" IS NULL)")
 	}
 	if erased {
 		parts = append(parts, col("erased_at")+" IS NOT NULL")

@@ -75,3 +75,39 @@ func lockPlanIgnoresStaleStats(t *testing.T, force bool) {
 	insert(11, 20000)
 	require.Zero(t, seqScans(15000), "the lock statement scanned the ledger instead of using its key")
 }
+
+// TestLockReachesRowsByKeyAmongManyPending: with a backlog of claimed
+// rows, the apply's lock statement reaches its events by key. Its
+// lifecycle guard names the pending statuses the partial index of claimed
+// and failed rows is made of: a planner that took the guard for that
+// index's predicate walked every pending row for each batch (23 ms a
+// batch with 3,000 pending, growing with the backlog).
+func TestLockReachesRowsByKeyAmongManyPending(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	// The statistics of a new ledger (no pending row), as the apply's
+	// cached plans were costed, and then a backlog (no autovacuum).
+	_, err := db.SQL.ExecContext(ctx, `ALTER TABLE webhook_event SET (autovacuum_enabled = false);
+		INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload, status)
+		SELECT 'stripe', 'evt_settled_' || g, 'stripe', 'stripe', 'customer.updated', '{}', 'settled' FROM generate_series(1, 100) g;
+		ANALYZE webhook_event;
+		INSERT INTO webhook_event (namespace, event_id, provider, source, event_type, payload)
+		SELECT 'stripe', 'evt_pending_' || g, 'stripe', 'stripe', 'customer.updated', '{}' FROM generate_series(1, 20000) g`)
+	require.NoError(t, err)
+	reg := ledger.NewRegistry()
+	for _, force := range []bool{false, true} {
+		tx, err := db.SQL.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		fetched := func() int {
+			var n int
+			require.NoError(t, tx.QueryRowContext(ctx, `SELECT COALESCE(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables WHERE relname = 'webhook_event'`).Scan(&n))
+			return n
+		}
+		before := fetched()
+		_, _, err = ledger.Apply(ctx, ledger.WrapTx(tx), reg, ledger.ApplyArgs{Namespace: "stripe", EventID: "evt_pending_777", Force: force})
+		require.NoError(t, err)
+		require.Less(t, fetched()-before, 100, "force=%t: the lock statement walked the pending rows instead of using its key", force)
+		require.NoError(t, tx.Rollback())
+	}
+}

@@ -154,7 +154,7 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 }
 
 // requeueGuard is the lifecycle table's guard of a requeue's update.
-var requeueGuard = guardSQL(ActorRequeue, "e")
+var requeueGuard = keyedGuardSQL(ActorRequeue, "e")
 
 // errBeingApplied ends a requeue whose row an apply holds right now.
 var errBeingApplied = errors.New("event is being applied right now")

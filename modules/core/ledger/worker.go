@@ -499,9 +499,6 @@ func stillToApply(ctx context.Context, tx *Tx, keys []EventKey, force bool) ([]E
 	for i, k := range keys {
 		namespaces[i], ids[i] = k.Namespace, k.EventID
 	}
-	if _, err := tx.ExecContext(ctx, `SET LOCAL lock_timeout = `+applyLockTimeoutSQL); err != nil {
-		return nil, err
-	}
 	rows, err := tx.QueryContext(ctx, `SELECT e.namespace, e.event_id FROM webhook_event e
 		WHERE (e.namespace, e.event_id) IN (SELECT * FROM unnest($1::text[], $2::text[])) AND `+applicableSQL("e", force)+`
 		ORDER BY e.namespace COLLATE "C", e.event_id COLLATE "C" FOR SHARE`, namespaces, ids)
