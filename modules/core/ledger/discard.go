@@ -41,29 +41,47 @@ const maxDiscardReason = 1000
 // returns the row as Locate reads it: it opens no payload, so it needs no
 // PAYLOAD_KEYS.
 func (s *Store) Discard(ctx context.Context, namespace, eventID, reason string) (*ent.WebhookEvent, error) {
+	reason, err := discardReason(reason)
+	if err != nil {
+		return nil, err
+	}
+	err = retryWhileApplied(ctx, func() error {
+		return InTx(ctx, s.db, func(tx *Tx) error { return s.discard(ctx, tx, namespace, eventID, reason) })
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.Locate(ctx, namespace, eventID)
+}
+
+// discardReason is a discard's reason as stored: trimmed, at most
+// maxDiscardReason bytes; ErrNoReason when there is none.
+func discardReason(reason string) (string, error) {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
-		return nil, ErrNoReason
+		return "", ErrNoReason
 	}
-	reason = truncate(reason, maxDiscardReason)
-	var err error
+	return truncate(reason, maxDiscardReason), nil
+}
+
+// retryWhileApplied runs try, and again while it meets an apply
+// (errBeingApplied), after discardRetryWait, doubling, until the wait
+// would pass discardRetryMax; then, or when ctx ends, it returns try's
+// last error.
+func retryWhileApplied(ctx context.Context, try func() error) error {
 	for wait := discardRetryWait; ; wait *= 2 {
-		err = InTx(ctx, s.db, func(tx *Tx) error { return s.discard(ctx, tx, namespace, eventID, reason) })
+		err := try()
 		if !errors.Is(err, errBeingApplied) || wait > discardRetryMax {
-			break
+			return err
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, err
+			return err
 		case <-t.C:
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return s.Locate(ctx, namespace, eventID)
 }
 
 // A discard that meets an apply tries again after discardRetryWait,

@@ -2,11 +2,8 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"time"
 
 	"github.com/hookledger/hookledger/ent"
 	"github.com/hookledger/hookledger/ent/webhookevent"
@@ -40,16 +37,14 @@ func (s *Store) Locate(ctx context.Context, namespace, eventID string) (*ent.Web
 // a lock, and tries again briefly while an apply holds a row. It returns
 // the discarded rows, in keys' order, as Locate reads them.
 func (s *Store) DiscardMany(ctx context.Context, keys []EventKey, reason string) ([]*ent.WebhookEvent, error) {
-	reason = strings.TrimSpace(reason)
-	if reason == "" {
-		return nil, ErrNoReason
+	reason, err := discardReason(reason)
+	if err != nil {
+		return nil, err
 	}
-	reason = truncate(reason, maxDiscardReason)
 	ordered := slices.SortedFunc(slices.Values(keys), EventKey.compare)
 	ordered = slices.Compact(ordered)
-	var err error
-	for wait := discardRetryWait; ; wait *= 2 {
-		err = InTx(ctx, s.db, func(tx *Tx) error {
+	err = retryWhileApplied(ctx, func() error {
+		return InTx(ctx, s.db, func(tx *Tx) error {
 			for _, k := range ordered {
 				if err := s.discard(ctx, tx, k.Namespace, k.EventID, reason); err != nil {
 					return fmt.Errorf("%s/%s: %w", k.Namespace, k.EventID, err)
@@ -57,17 +52,7 @@ func (s *Store) DiscardMany(ctx context.Context, keys []EventKey, reason string)
 			}
 			return nil
 		})
-		if !errors.Is(err, errBeingApplied) || wait > discardRetryMax {
-			break
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-	}
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/hookledger/hookledger/ent/webhookevent"
@@ -62,8 +61,7 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+		if isLockNotAvailable(err) {
 			return errBeingApplied // the transaction is aborted: end it
 		}
 		if err != nil {
@@ -122,7 +120,7 @@ func (s *Store) Requeue(ctx context.Context, namespace, eventID string, force bo
 			// row would deadlock with that apply.
 			err := lockJob(ctx, tx, bring.id)
 			switch {
-			case errors.As(err, &pgErr) && pgErr.Code == "55P03":
+			case isLockNotAvailable(err):
 				return errBeingApplied
 			case errors.Is(err, sql.ErrNoRows):
 				bring = nil // River pruned it meanwhile: a new job below
