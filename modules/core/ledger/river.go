@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -328,7 +327,7 @@ const (
 // LIMIT 1: merged, the planner may walk River's whole table backwards by
 // id for each event instead, expecting an early match that never comes.
 var findJobsSQL = func() string {
-	each := strings.NewReplacer("$1", "k.namespace", "$2", "k.event_id")
+	each := keysOf("k")
 	return `
 	SELECT k.namespace, k.event_id, j.id, j.kind, j.state, j.attempt, j.max_attempts, j.scheduled, j.errors
 	FROM unnest($1::text[], $2::text[]) AS k(namespace, event_id)

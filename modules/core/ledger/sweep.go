@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -82,12 +83,14 @@ var orphanSQL = `
 
 // ownApplyJobOf and batchHoldingOf are ownApplyJob and batchHolding for
 // the row aliased alias.
-func ownApplyJobOf(alias string) string {
-	return `(kind = 'apply_event' AND args->>'namespace' = ` + alias + `.namespace AND args->>'event_id' = ` + alias + `.event_id)`
-}
+func ownApplyJobOf(alias string) string { return "(" + keysOf(alias).Replace(ownApplyJob) + ")" }
 
-func batchHoldingOf(alias string) string {
-	return `(kind = 'apply_batch' AND args->'events' @> jsonb_build_array(jsonb_build_object('namespace', ` + alias + `.namespace::text, 'event_id', ` + alias + `.event_id::text)))`
+func batchHoldingOf(alias string) string { return "(" + keysOf(alias).Replace(batchHolding) + ")" }
+
+// keysOf puts the namespace and event id of the row aliased alias in
+// place of ownApplyJob's and batchHolding's parameters.
+func keysOf(alias string) *strings.Replacer {
+	return strings.NewReplacer("$1", alias+".namespace", "$2", alias+".event_id")
 }
 
 // failOrphanSQL marks orphan $1 failed with the reason $2 (River's job $3),
