@@ -36,17 +36,12 @@ type preparer struct {
 // another service.
 func (r *Registry) Prepare(provider, pattern string, fn PrepareFunc) {
 	_, name := funcName(fn)
-	p := preparer{provider: provider, pattern: pattern, fn: fn, name: name}
-	switch {
-	case pattern == "*":
-		p.pattern, p.family = "", true
-	case strings.HasSuffix(pattern, ".*"):
-		p.pattern, p.family = strings.TrimSuffix(pattern, "*"), true
-	case strings.Contains(pattern, "*"):
-		r.errs = append(r.errs, fmt.Errorf("preparer of %s events %q: a wildcard only stands at the end, after a dot", provider, pattern))
+	prefix, family, err := typePattern("preparer", provider, pattern)
+	if err != nil {
+		r.errs = append(r.errs, err)
 		return
 	}
-	r.preparers = append(r.preparers, p)
+	r.preparers = append(r.preparers, preparer{provider: provider, pattern: prefix, family: family, fn: fn, name: name})
 }
 
 // preparerOf returns the preparer of provider's eventType, if any.

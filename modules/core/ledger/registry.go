@@ -160,17 +160,31 @@ func (r *Registry) addWorkers(ws *river.Workers) error {
 func (r *Registry) Handle(provider, pattern string, fn HandlerFunc) {
 	r.settleArgs.Store(nil)
 	h := newHandler(fn)
+	prefix, isFamily, err := typePattern("handler", provider, pattern)
 	switch {
-	case pattern == "*":
-		r.families = append(r.families, family{provider, "", h})
-	case strings.HasSuffix(pattern, ".*"):
-		r.families = append(r.families, family{provider, strings.TrimSuffix(pattern, "*"), h})
-	case strings.Contains(pattern, "*"):
-		r.errs = append(r.errs, fmt.Errorf("handler of %s events %q: a wildcard only stands at the end, after a dot", provider, pattern))
+	case err != nil:
+		r.errs = append(r.errs, err)
+	case isFamily:
+		r.families = append(r.families, family{provider, prefix, h})
 	default:
 		k := provider + "\x00" + pattern
 		r.exact[k] = append(r.exact[k], h)
 	}
+}
+
+// typePattern reads a registration's event type pattern: an exact type,
+// "*" (every type) or a family "prefix.*", whose prefix (with its dot) it
+// returns; what names a handler or preparer for its error.
+func typePattern(what, provider, pattern string) (prefix string, family bool, err error) {
+	switch {
+	case pattern == "*":
+		return "", true, nil
+	case strings.HasSuffix(pattern, ".*"):
+		return strings.TrimSuffix(pattern, "*"), true, nil
+	case strings.Contains(pattern, "*"):
+		return "", false, fmt.Errorf("%s of %s events %q: a wildcard only stands at the end, after a dot", what, provider, pattern)
+	}
+	return pattern, false, nil
 }
 
 // Handlers returns the handlers of provider's eventType: exact matches
