@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/hookledger/hookledger/modules/core/provider"
 )
 
 // Event is a claimed ledger row as a handler sees it.
@@ -77,7 +79,13 @@ type handler struct {
 // newHandler is fn, named after its package and function as the runtime
 // knows them.
 func newHandler(fn HandlerFunc) handler {
-	module, name := funcName(fn)
+	return namedHandler(fn, fn)
+}
+
+// namedHandler is fn, named after the module's function named (fn itself,
+// or the typed function On wraps in fn).
+func namedHandler(fn HandlerFunc, named any) handler {
+	module, name := funcName(named)
 	return handler{fn: fn, module: module, name: name}
 }
 
@@ -89,6 +97,12 @@ func funcName(fn any) (module, name string) {
 	if f := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()); f != nil {
 		full = f.Name()
 	}
+	return splitFuncName(full)
+}
+
+// splitFuncName names a function after its package and its name, from
+// the name the runtime knows it by (funcName).
+func splitFuncName(full string) (module, name string) {
 	full = full[strings.LastIndexByte(full, '/')+1:]
 	module, fn_, _ := strings.Cut(full, ".")
 	fn_ = strings.TrimSuffix(fn_, "-fm")
@@ -158,8 +172,29 @@ func (r *Registry) addWorkers(ws *river.Workers) error {
 // matches every type of the provider. Several handlers of one type run in
 // registration order, in one transaction.
 func (r *Registry) Handle(provider, pattern string, fn HandlerFunc) {
+	r.handle(provider, pattern, newHandler(fn))
+}
+
+// On registers fn for providerName's events of type pattern, as Handle does,
+// and gives it the payload's members that T's field tags name, decoded
+// (provider.FieldsOf: `field:"data.object.id,required"`). A payload that
+// does not decode into T, or lacks a member tagged required, fails its
+// event for good (Permanent) with an error naming the type and the
+// member; fn sees only events it can read.
+func On[T any](r *Registry, providerName, pattern string, fn func(ctx context.Context, tx *Tx, ev *Event, fields T) error) {
+	read := provider.FieldsOf[T]()
+	r.handle(providerName, pattern, namedHandler(func(ctx context.Context, tx *Tx, ev *Event) error {
+		fields, err := read.Read(ev.Payload)
+		if err != nil {
+			return Permanent(fmt.Errorf("%s %s: %w", ev.Provider, ev.Type, err))
+		}
+		return fn(ctx, tx, ev, fields)
+	}, fn))
+}
+
+// handle registers h for provider's events of type pattern.
+func (r *Registry) handle(provider, pattern string, h handler) {
 	r.settleArgs.Store(nil)
-	h := newHandler(fn)
 	prefix, isFamily, err := typePattern("handler", provider, pattern)
 	switch {
 	case err != nil:

@@ -76,14 +76,20 @@ type Entry[K comparable, V any] struct {
 // missing Merge or Flush, makes NewRiver fail, so the process does not
 // start.
 func NewWrite[K comparable, V any](reg *Registry, fns WriteFuncs[K, V]) *Write[K, V] {
-	kt := reflect.TypeFor[K]()
-	w := &Write[K, V]{fns: fns, rank: len(reg.writes), salt: kt.String()}
-	if kt.Name() != "" {
-		w.salt = kt.PkgPath() + "." + kt.Name()
-	}
+	var name string
 	if fns.Flush != nil {
 		module, _ := funcName(fns.Flush)
-		w.name = module + ".Flush"
+		name = module + ".Flush"
+	}
+	return newWrite(reg, fns, name)
+}
+
+// newWrite registers a Write whose failures are named name.
+func newWrite[K comparable, V any](reg *Registry, fns WriteFuncs[K, V], name string) *Write[K, V] {
+	kt := reflect.TypeFor[K]()
+	w := &Write[K, V]{fns: fns, rank: len(reg.writes), salt: kt.String(), name: name}
+	if kt.Name() != "" {
+		w.salt = kt.PkgPath() + "." + kt.Name()
 	}
 	codec, err := newKeyCodec(kt)
 	switch {

@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -21,8 +22,8 @@ import (
 // as PostgreSQL's #>> reads it:
 //
 //	type subEvent struct {
-//		Created  int64               `field:"created"`
-//		ID       string              `field:"data.object.id"`
+//		Created  int64               `field:"created,required"`
+//		ID       string              `field:"data.object.id,required"`
 //		Customer provider.ExpandableID `field:"data.object.customer"`
 //		Plan     string              `field:"data.object.items.data.0.price.id"`
 //	}
@@ -40,13 +41,38 @@ import (
 // array) the field keeps its zero value. A member whose JSON type is not
 // the one its field takes is an error: a payload no retry can fix.
 //
+// A path followed by ",required" marks a member the handler cannot do
+// without: Read fails with ErrMissing, naming the path, when it is absent,
+// null or the zero value of its field ("", 0, false, the zero time).
+//
 // Field types: string; ExpandableID; bool; the signed integers (a JSON
 // number that is an integer as jsonb keeps it: 1e2, not 1.0); time.Time (an RFC 3339 string; "" is the zero time);
 // json.RawMessage (the member's raw bytes, null included, nil when
-// absent: it shares the payload's memory).
+// absent: it shares the payload's memory); a slice of a struct whose
+// fields carry tags too (an array, each element read as a payload is, its
+// paths relative to the element; an error names the element by index:
+// "data.object.items.2.id").
 type Fields[T any] struct {
-	root node
+	reader
 }
+
+// reader reads a payload, or an element of an array in it, into a struct
+// whose field tags name its members.
+type reader struct {
+	root node
+	// required are the fields tagged required, in the struct's order.
+	required []requiredField
+}
+
+// requiredField is a field whose member must be present with a value.
+type requiredField struct {
+	field []int
+	path  string
+}
+
+// ErrMissing is Read's error for a required member that is absent, null
+// or the zero value of its field; it comes wrapped with the member's path.
+var ErrMissing = errors.New("required member is missing")
 
 // ExpandableID is a field that reads an id that the provider sends as a
 // string or, expanded, as an object with an "id" (a Stripe customer or
@@ -69,6 +95,8 @@ type node struct {
 type leaf struct {
 	field []int // reflect index of the field in T
 	kind  leafKind
+	// elem reads each element of a slice field's array.
+	elem *reader
 }
 
 type leafKind int
@@ -80,6 +108,7 @@ const (
 	leafInt
 	leafTime
 	leafRaw
+	leafSlice
 )
 
 var (
@@ -101,16 +130,21 @@ func FieldsOf[T any]() *Fields[T] {
 	if t.Kind() != reflect.Struct {
 		panic(fmt.Sprintf("provider.FieldsOf[%s]: not a struct", t))
 	}
-	f := &Fields[T]{root: node{index: -1}}
-	if n := f.root.add(t, nil); n == 0 {
+	return &Fields[T]{reader: *newReader(t)}
+}
+
+// newReader builds the reader of struct t.
+func newReader(t reflect.Type) *reader {
+	rd := &reader{root: node{index: -1}}
+	if n := rd.root.add(t, nil, &rd.required); n == 0 {
 		panic(fmt.Sprintf("provider.FieldsOf[%s]: no field carries a field tag", t))
 	}
-	return f
+	return rd
 }
 
 // add adds the tagged fields of struct t, whose index in T is at, and
 // returns how many it added.
-func (root *node) add(t reflect.Type, at []int) int {
+func (root *node) add(t reflect.Type, at []int, required *[]requiredField) int {
 	added := 0
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -118,7 +152,7 @@ func (root *node) add(t reflect.Type, at []int) int {
 		tag, ok := sf.Tag.Lookup("field")
 		if !ok {
 			if sf.Type.Kind() == reflect.Struct && sf.Type != timeType {
-				added += root.add(sf.Type, index)
+				added += root.add(sf.Type, index, required)
 			}
 			continue
 		}
@@ -129,6 +163,14 @@ func (root *node) add(t reflect.Type, at []int) int {
 		if !ok {
 			panic(fmt.Sprintf("provider.FieldsOf: %s.%s is a %s, which Read does not fill", t, sf.Name, sf.Type))
 		}
+		tag, option, _ := strings.Cut(tag, ",")
+		switch option {
+		case "":
+		case "required":
+			*required = append(*required, requiredField{field: index, path: tag})
+		default:
+			panic(fmt.Sprintf("provider.FieldsOf: %s.%s: unknown tag option %q (the one option is required)", t, sf.Name, option))
+		}
 		n := root
 		for _, step := range strings.Split(tag, ".") {
 			if step == "" {
@@ -136,7 +178,11 @@ func (root *node) add(t reflect.Type, at []int) int {
 			}
 			n = n.child(step)
 		}
-		n.leaves = append(n.leaves, leaf{field: index, kind: kind})
+		l := leaf{field: index, kind: kind}
+		if kind == leafSlice {
+			l.elem = newReader(sf.Type.Elem())
+		}
+		n.leaves = append(n.leaves, l)
 		added++
 	}
 	return added
@@ -152,6 +198,8 @@ func kindOf(t reflect.Type) (leafKind, bool) {
 		return leafExpandable, true
 	}
 	switch t.Kind() {
+	case reflect.Slice:
+		return leafSlice, t.Elem().Kind() == reflect.Struct && t.Elem() != timeType
 	case reflect.String:
 		return leafString, true
 	case reflect.Bool:
@@ -188,12 +236,26 @@ func (n *node) child(name string) *node {
 // encoding/json does.
 func (f *Fields[T]) Read(payload []byte) (T, error) {
 	var out T
-	r := fieldReader{s: scanner{b: payload}, dst: reflect.ValueOf(&out).Elem()}
-	if err := r.top(&f.root); err != nil {
+	if err := f.read(payload, reflect.ValueOf(&out).Elem()); err != nil {
 		var zero T
 		return zero, err
 	}
 	return out, nil
+}
+
+// read reads payload into dst, a struct of the reader's type.
+func (rd *reader) read(payload []byte, dst reflect.Value) error {
+	r := fieldReader{s: scanner{b: payload}, dst: dst}
+	if err := r.top(&rd.root); err != nil {
+		return err
+	}
+	for _, req := range rd.required {
+		fv := dst.FieldByIndex(req.field)
+		if fv.IsZero() || fv.Type() == rawType && string(fv.Bytes()) == "null" {
+			return fmt.Errorf("%s: %w", req.path, ErrMissing)
+		}
+	}
+	return nil
 }
 
 // fieldReader is one Read: the scanner over the payload and the T it
@@ -353,6 +415,9 @@ func (r *fieldReader) member(n *node, depth int) error {
 	}
 	for _, l := range n.leaves {
 		if err := r.set(l, s.b[start:s.i]); err != nil {
+			if l.kind == leafSlice && errors.Is(err, errElement) {
+				return fmt.Errorf("%s.%w", n.path, err) // "items.2.id: ..."
+			}
 			return fmt.Errorf("%s: %w", n.path, err)
 		}
 	}
@@ -402,6 +467,8 @@ func (r *fieldReader) set(l leaf, value []byte) error {
 		return nil
 	}
 	switch l.kind {
+	case leafSlice:
+		return r.setSlice(l, fv, value)
 	case leafString:
 		s, err := jsonString(value)
 		if err != nil {
@@ -502,4 +569,49 @@ func expandableID(value []byte) (string, error) {
 		return "", fmt.Errorf("id: %w", err)
 	}
 	return id, nil
+}
+
+// errElement marks an error in an element of an array that a slice field
+// reads, whose message starts with the element's index.
+var errElement = errors.New("in an element")
+
+// elementError is an error of element i of an array, named by its index.
+type elementError struct {
+	i   int
+	err error
+}
+
+func (e *elementError) Error() string   { return strconv.Itoa(e.i) + "." + e.err.Error() }
+func (e *elementError) Unwrap() []error { return []error{errElement, e.err} }
+
+// setSlice reads value, an array already checked as JSON, into a slice
+// field: each element into a struct as Read reads a payload.
+func (r *fieldReader) setSlice(l leaf, fv reflect.Value, value []byte) error {
+	if value[0] != '[' {
+		return fmt.Errorf("want an array, got %s", kind(value))
+	}
+	s := scanner{b: value, i: 1}
+	out := reflect.MakeSlice(fv.Type(), 0, 4)
+	s.space()
+	for i := 0; s.b[s.i] != ']'; i++ {
+		start := s.i
+		if err := s.value(1); err != nil {
+			return err
+		}
+		if c := value[start]; c != '{' && c != 'n' {
+			return fmt.Errorf("element %d: want an object, got %s", i, kind(value[start:s.i]))
+		}
+		elem := reflect.New(fv.Type().Elem()).Elem()
+		if err := l.elem.read(value[start:s.i], elem); err != nil {
+			return &elementError{i, err}
+		}
+		out = reflect.Append(out, elem)
+		s.space()
+		if s.b[s.i] == ',' {
+			s.i++
+			s.space()
+		}
+	}
+	fv.Set(out)
+	return nil
 }

@@ -185,6 +185,39 @@ func TestFieldsOfRefusesWhatItCannotRead(t *testing.T) {
 	require.Panics(t, func() {
 		FieldsOf[struct{ ID string }]()
 	})
+	require.Panics(t, func() {
+		FieldsOf[struct {
+			ID string `field:"id,requird"`
+		}]()
+	})
+}
+
+// TestFieldsRequired: a required member that is absent, null or empty is
+// an error naming its path; present, it reads as any other.
+func TestFieldsRequired(t *testing.T) {
+	t.Parallel()
+	read := FieldsOf[struct {
+		ID       string          `field:"data.object.id,required"`
+		Created  int64           `field:"created,required"`
+		Items    json.RawMessage `field:"data.object.items,required"`
+		Optional string          `field:"data.object.description"`
+	}]()
+	got, err := read.Read([]byte(`{"created": 5, "data": {"object": {"id": "in_1", "items": []}}}`))
+	require.NoError(t, err)
+	require.Equal(t, "in_1", got.ID)
+	for body, path := range map[string]string{
+		`{"created": 5, "data": {"object": {"items": []}}}`:                             "data.object.id",
+		`{"created": 5, "data": {"object": {"id": null, "items": []}}}`:                 "data.object.id",
+		`{"created": 5, "data": {"object": {"id": "", "items": []}}}`:                   "data.object.id",
+		`{"data": {"object": {"id": "in_1", "items": []}}}`:                             "created",
+		`{"created": 5, "data": {"object": {"id": "in_1", "items": null}}}`:             "data.object.items",
+		`{"created": 5, "data": {"object": {"id": "in_1"}}}`:                            "data.object.items",
+		`{"created": 5, "data": {"object": {"id": "in_1", "items": []}, "object": {}}}`: "data.object.id",
+	} {
+		_, err := read.Read([]byte(body))
+		require.ErrorIs(t, err, ErrMissing, body)
+		require.ErrorContains(t, err, path+": required member is missing", body)
+	}
 }
 
 func BenchmarkFieldsRead(b *testing.B) {
@@ -208,4 +241,43 @@ func BenchmarkFieldsRead(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestFieldsReadSlices: a slice of a struct reads every element of an
+// array as a payload is read, and an error names the element.
+func TestFieldsReadSlices(t *testing.T) {
+	t.Parallel()
+	type item struct {
+		Key     string       `field:"lookup_key,required"`
+		Feature ExpandableID `field:"feature"`
+	}
+	read := FieldsOf[struct {
+		Items []item `field:"data.object.entitlements.data"`
+	}]()
+	got, err := read.Read([]byte(`{"data": {"object": {"entitlements": {"data": [
+		{"lookup_key": "a", "feature": "feat_1"}, {"lookup_key": "b", "feature": {"id": "feat_2"}, "x": [1]}]}}}}`))
+	require.NoError(t, err)
+	require.Equal(t, []item{{"a", "feat_1"}, {"b", "feat_2"}}, got.Items)
+
+	got, err = read.Read([]byte(`{"data": {"object": {"entitlements": {"data": []}}}}`))
+	require.NoError(t, err)
+	require.Empty(t, got.Items)
+	got, err = read.Read([]byte(`{"data": {"object": {"entitlements": null}}}`))
+	require.NoError(t, err)
+	require.Nil(t, got.Items)
+
+	for body, want := range map[string]string{
+		`{"data": {"object": {"entitlements": {"data": [{"lookup_key": "a"}, {"feature": "f"}]}}}}`: "data.object.entitlements.data.1.lookup_key: required member is missing",
+		`{"data": {"object": {"entitlements": {"data": [{"lookup_key": 7}]}}}}`:                     "data.object.entitlements.data.0.lookup_key: want a string, got number",
+		`{"data": {"object": {"entitlements": {"data": ["a"]}}}}`:                                   "data.object.entitlements.data: element 0: want an object, got string",
+		`{"data": {"object": {"entitlements": {"data": {"lookup_key": "a"}}}}}`:                     "data.object.entitlements.data: want an array, got object",
+	} {
+		_, err := read.Read([]byte(body))
+		require.EqualError(t, err, want, body)
+	}
+	require.Panics(t, func() {
+		FieldsOf[struct {
+			Keys []string `field:"keys"`
+		}]()
+	})
 }
