@@ -3,7 +3,6 @@ package branchhead
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -15,7 +14,7 @@ import (
 // Register adds the module's handler and its write.
 func Register(reg *ledger.Registry) {
 	m := &module{pushes: ledger.NewWrite(reg, ledger.WriteFuncs[branch, []branchPush]{Merge: chain, Flush: flushPushes})}
-	reg.Handle("github", "push", m.applyPush)
+	ledger.On(reg, "github", "push", m.applyPush)
 }
 
 type module struct {
@@ -23,28 +22,19 @@ type module struct {
 }
 
 // push is the part of a push event used. Push payloads carry
-// repository.pushed_at as Unix seconds, other events as a string: it is
-// read raw, and null reads as time zero, as decoding it into an integer
-// does.
+// repository.pushed_at as Unix seconds (other events as a string). It is
+// read raw: null reads as time zero, as decoding it into an integer does,
+// but a push without it is refused.
 type push struct {
-	Ref      string          `field:"ref"`
+	Ref      string          `field:"ref,required"`
 	Before   string          `field:"before"`
 	After    string          `field:"after"`
 	Deleted  bool            `field:"deleted"`
-	FullName string          `field:"repository.full_name"`
+	FullName string          `field:"repository.full_name,required"`
 	PushedAt json.RawMessage `field:"repository.pushed_at"`
 }
 
-var pushFields = provider.FieldsOf[push]()
-
-func (m *module) applyPush(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	p, err := pushFields.Read(ev.Payload)
-	if err != nil {
-		return ledger.Permanent(fmt.Errorf("decode push: %w", err))
-	}
-	if p.Ref == "" || p.FullName == "" {
-		return ledger.Permanent(errors.New("push without ref or repository.full_name"))
-	}
+func (m *module) applyPush(_ context.Context, tx *ledger.Tx, ev *ledger.Event, p push) error {
 	var pushedAt int64
 	if err := json.Unmarshal(p.PushedAt, &pushedAt); err != nil {
 		return ledger.Permanent(fmt.Errorf("push repository.pushed_at %s: %w", p.PushedAt, err))

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/hookledger/hookledger/modules/core/ledger"
-	"github.com/hookledger/hookledger/modules/core/provider"
 )
 
 // Register adds the module's handler and its writes.
@@ -16,7 +15,7 @@ func Register(reg *ledger.Registry) {
 		deltas: ledger.NewWrite(reg, ledger.WriteFuncs[eventKey, Recorded]{Merge: replaceDelta, Flush: flushDeltas}),
 		totals: ledger.NewWrite(reg, ledger.WriteFuncs[totalKey, move]{Merge: addMoves, Flush: flushTotals}),
 	}
-	reg.Handle("standard", "usage.recorded", m.apply)
+	ledger.On(reg, "standard", "usage.recorded", m.apply)
 	reg.Erase(erase)
 }
 
@@ -45,21 +44,15 @@ type shapes struct {
 	Quantity            int64  `field:"quantity"`
 }
 
-var shapeFields = provider.FieldsOf[shapes]()
-
 // errShape is the failure of a body of neither shape.
 var errShape = errors.New(`usage.recorded needs customer_id and metric: ` +
 	`enveloped {"type","timestamp","data":{"customer_id","metric","quantity"}} ` +
 	`or verbatim {"customer_id","metric","quantity"}`)
 
-// read reads a usage.recorded body of either shape. The envelope is read
-// first: its data names the customer and the metric in every body of that
-// shape, whatever else the body carries.
-func read(payload []byte) (Recorded, error) {
-	s, err := shapeFields.Read(payload)
-	if err != nil {
-		return Recorded{}, fmt.Errorf("decode usage.recorded: %w", err)
-	}
+// recorded is what a usage.recorded body of either shape records. The
+// envelope is read first: its data names the customer and the metric in
+// every body of that shape, whatever else the body carries.
+func (s shapes) recorded() (Recorded, error) {
 	switch {
 	case s.EnvelopedCustomerID != "" && s.EnvelopedMetric != "":
 		return Recorded{s.EnvelopedCustomerID, s.EnvelopedMetric, s.EnvelopedQuantity}, nil
@@ -69,8 +62,8 @@ func read(payload []byte) (Recorded, error) {
 	return Recorded{}, errShape
 }
 
-func (m *module) apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	r, err := read(ev.Payload)
+func (m *module) apply(ctx context.Context, tx *ledger.Tx, ev *ledger.Event, s shapes) error {
+	r, err := s.recorded()
 	if err != nil {
 		return ledger.Permanent(err)
 	}
@@ -116,22 +109,30 @@ func (m *module) record(ctx context.Context, tx *ledger.Tx, ev *ledger.Event, r 
 // replaces what it added.
 func replaceDelta(_, newer Recorded) Recorded { return newer }
 
+// deltaRow is a usage_delta row.
+type deltaRow struct {
+	Namespace  string `col:"namespace"`
+	EventID    string `col:"event_id"`
+	CustomerID string `col:"customer_id"`
+	Metric     string `col:"metric"`
+	Quantity   int64  `col:"quantity"`
+}
+
 // flushDeltas records what each event added, in one statement.
 func flushDeltas(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[eventKey, Recorded]) error {
-	n := len(entries)
-	namespaces, ids, customers, metrics, quantities := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+	rows := make([]deltaRow, len(entries))
 	for i, e := range entries {
-		namespaces[i], ids[i] = e.Key.Namespace, e.Key.EventID
-		customers[i], metrics[i], quantities[i] = e.Value.CustomerID, e.Value.Metric, e.Value.Quantity
+		rows[i] = deltaRow{e.Key.Namespace, e.Key.EventID, e.Value.CustomerID, e.Value.Metric, e.Value.Quantity}
 	}
+	from, args := ledger.Unnest(rows, 1)
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO usage_delta (namespace, event_id, customer_id, metric, quantity)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
+		SELECT k.namespace, k.event_id, k.customer_id, k.metric, k.quantity FROM `+from+`
 		ON CONFLICT (namespace, event_id) DO UPDATE
 		SET customer_id = EXCLUDED.customer_id, metric = EXCLUDED.metric, quantity = EXCLUDED.quantity, applied_at = CURRENT_TIMESTAMP`,
-		namespaces, ids, customers, metrics, quantities)
+		args...)
 	if err != nil {
-		return fmt.Errorf("record %d usage delta(s): %w", n, err)
+		return fmt.Errorf("record %d usage delta(s): %w", len(rows), err)
 	}
 	return nil
 }
@@ -154,45 +155,43 @@ func addMoves(older, newer move) move {
 // flushTotals moves the totals, those it may create in one statement and
 // those it only updates in another.
 func flushTotals(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[totalKey, move]) error {
-	var create, update columns
+	var create, update []totalMove
 	for _, e := range entries {
+		m := totalMove{e.Key.Namespace, e.Key.CustomerID, e.Key.Metric, e.Value.by}
 		if e.Value.create {
-			create.add(e.Key, e.Value.by)
+			create = append(create, m)
 		} else {
-			update.add(e.Key, e.Value.by)
+			update = append(update, m)
 		}
 	}
-	if len(create.customers) > 0 {
+	if len(create) > 0 {
+		from, args := ledger.Unnest(create, 1)
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO usage_total AS u (namespace, customer_id, metric, quantity)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
+			SELECT k.namespace, k.customer_id, k.metric, k.by FROM `+from+`
 			ON CONFLICT (namespace, customer_id, metric) DO UPDATE
-			SET quantity = u.quantity + EXCLUDED.quantity, updated_at = CURRENT_TIMESTAMP`,
-			create.namespaces, create.customers, create.metrics, create.by)
+			SET quantity = u.quantity + EXCLUDED.quantity, updated_at = CURRENT_TIMESTAMP`, args...)
 		if err != nil {
-			return fmt.Errorf("add usage to %d total(s): %w", len(create.customers), err)
+			return fmt.Errorf("add usage to %d total(s): %w", len(create), err)
 		}
 	}
-	if len(update.customers) > 0 {
+	if len(update) > 0 {
+		from, args := ledger.Unnest(update, 1)
 		_, err := tx.ExecContext(ctx, `
-			UPDATE usage_total u SET quantity = u.quantity + m.by, updated_at = CURRENT_TIMESTAMP
-			FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS m(namespace, customer_id, metric, by)
-			WHERE u.namespace = m.namespace AND u.customer_id = m.customer_id AND u.metric = m.metric`,
-			update.namespaces, update.customers, update.metrics, update.by)
+			UPDATE usage_total u SET quantity = u.quantity + k.by, updated_at = CURRENT_TIMESTAMP
+			FROM `+from+`
+			WHERE u.namespace = k.namespace AND u.customer_id = k.customer_id AND u.metric = k.metric`, args...)
 		if err != nil {
-			return fmt.Errorf("move %d usage total(s): %w", len(update.customers), err)
+			return fmt.Errorf("move %d usage total(s): %w", len(update), err)
 		}
 	}
 	return nil
 }
 
-// columns are totals' keys and moves, a slice per column.
-type columns struct {
-	namespaces, customers, metrics []string
-	by                             []int64
-}
-
-func (c *columns) add(k totalKey, by int64) {
-	c.namespaces, c.customers, c.metrics = append(c.namespaces, k.Namespace), append(c.customers, k.CustomerID), append(c.metrics, k.Metric)
-	c.by = append(c.by, by)
+// totalMove is what an apply adds to one usage_total row.
+type totalMove struct {
+	Namespace  string `col:"namespace"`
+	CustomerID string `col:"customer_id"`
+	Metric     string `col:"metric"`
+	By         int64  `col:"by"`
 }
