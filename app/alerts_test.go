@@ -146,3 +146,41 @@ func TestAlertsOnAFailureGroup(t *testing.T) {
 	require.Equal(t, fire.Key, msgs[1].Key)
 	require.Contains(t, msgs[1].Text, "[RESOLVED]")
 }
+
+// TestAlertStateOutlivesRiverJobs: an alert's state is kept in
+// alert_state, not in its messages' River jobs: with the notify job of a
+// firing alert deleted, as River's job cleaner deletes finished jobs after
+// their retention, the checks send nothing again; the alert resolves once.
+func TestAlertStateOutlivesRiverJobs(t *testing.T) {
+	receiver := newAlertReceiver(t)
+	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken, "ALERT_WEBHOOK_URL": receiver.url, "ALERT_CHECK_INTERVAL": "1s"})
+	// A source refusing the signatures of twelve deliveries this minute.
+	_, err := s.db.SQL.Exec(`INSERT INTO delivery_stat (minute, source, outcome, count)
+		VALUES (date_trunc('minute', now()), 'stripe', 'invalid_signature', 12)`)
+	require.NoError(t, err)
+	const key = "signature_failures:stripe"
+	notifyJobs := func(state string) int {
+		return s.db.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'alert_notify' AND args->>'key' = $1 AND state::text LIKE $2`, key, state)
+	}
+	dbtest.Eventually(t, func() bool { return notifyJobs("completed") == 1 }, "the firing message was never delivered")
+	require.Len(t, receiver.of("signature_failures"), 1)
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM alert_state
+		WHERE key = $1 AND name = 'signature_failures' AND status = 'firing' AND level = 0
+		AND summary LIKE 'source stripe refused 12 signature(s)%' AND fired_at <= now() AND resolved_at IS NULL`, key))
+
+	_, err = s.db.SQL.Exec(`DELETE FROM river_job WHERE kind = 'alert_notify' AND state = 'completed'`)
+	require.NoError(t, err)
+	awaitChecks(t, s.db, 3)
+	require.Zero(t, notifyJobs("%"), "no message queued again")
+	require.Len(t, receiver.of("signature_failures"), 1, "nothing sent again")
+
+	_, err = s.db.SQL.Exec(`DELETE FROM delivery_stat WHERE outcome = 'invalid_signature'`)
+	require.NoError(t, err)
+	dbtest.Eventually(t, func() bool { return notifyJobs("completed") == 1 }, "the resolved message was never delivered")
+	awaitChecks(t, s.db, 2)
+	msgs := receiver.of("signature_failures")
+	require.Len(t, msgs, 2, "%+v", msgs)
+	require.Equal(t, []string{"firing", "resolved"}, []string{msgs[0].Status, msgs[1].Status})
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM alert_state
+		WHERE key = $1 AND status = 'resolved' AND resolved_at >= fired_at`, key))
+}

@@ -12,6 +12,7 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/hookledger/hookledger/ent/alertstate"
 	"github.com/hookledger/hookledger/ent/deliverystat"
 	"github.com/hookledger/hookledger/ent/entitlement"
 	"github.com/hookledger/hookledger/ent/entitlementsummary"
@@ -86,6 +87,7 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
+			alertstate.Table:         alertstate.ValidColumn,
 			deliverystat.Table:       deliverystat.ValidColumn,
 			entitlement.Table:        entitlement.ValidColumn,
 			entitlementsummary.Table: entitlementsummary.ValidColumn,

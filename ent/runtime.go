@@ -5,6 +5,7 @@ package ent
 import (
 	"time"
 
+	"github.com/hookledger/hookledger/ent/alertstate"
 	"github.com/hookledger/hookledger/ent/deliverystat"
 	"github.com/hookledger/hookledger/ent/entitlement"
 	"github.com/hookledger/hookledger/ent/entitlementsummary"
@@ -25,6 +26,26 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	alertstateFields := schema.AlertState{}.Fields()
+	_ = alertstateFields
+	// alertstateDescKey is the schema descriptor for key field.
+	alertstateDescKey := alertstateFields[1].Descriptor()
+	// alertstate.KeyValidator is a validator for the "key" field. It is called by the builders before save.
+	alertstate.KeyValidator = alertstateDescKey.Validators[0].(func(string) error)
+	// alertstateDescName is the schema descriptor for name field.
+	alertstateDescName := alertstateFields[2].Descriptor()
+	// alertstate.NameValidator is a validator for the "name" field. It is called by the builders before save.
+	alertstate.NameValidator = alertstateDescName.Validators[0].(func(string) error)
+	// alertstateDescLevel is the schema descriptor for level field.
+	alertstateDescLevel := alertstateFields[4].Descriptor()
+	// alertstate.DefaultLevel holds the default value on creation for the level field.
+	alertstate.DefaultLevel = alertstateDescLevel.Default.(int)
+	// alertstateDescUpdatedAt is the schema descriptor for updated_at field.
+	alertstateDescUpdatedAt := alertstateFields[8].Descriptor()
+	// alertstate.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	alertstate.DefaultUpdatedAt = alertstateDescUpdatedAt.Default.(func() time.Time)
+	// alertstate.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	alertstate.UpdateDefaultUpdatedAt = alertstateDescUpdatedAt.UpdateDefault.(func() time.Time)
 	deliverystatFields := schema.DeliveryStat{}.Fields()
 	_ = deliverystatFields
 	// deliverystatDescSource is the schema descriptor for source field.

@@ -14,6 +14,8 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// AlertState is the client for interacting with the AlertState builders.
+	AlertState *AlertStateClient
 	// DeliveryStat is the client for interacting with the DeliveryStat builders.
 	DeliveryStat *DeliveryStatClient
 	// Entitlement is the client for interacting with the Entitlement builders.
@@ -173,6 +175,7 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.AlertState = NewAlertStateClient(tx.config)
 	tx.DeliveryStat = NewDeliveryStatClient(tx.config)
 	tx.Entitlement = NewEntitlementClient(tx.config)
 	tx.EntitlementSummary = NewEntitlementSummaryClient(tx.config)
@@ -196,7 +199,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: DeliveryStat.QueryXXX(), the query will be executed
+// applies a query, for example: AlertState.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

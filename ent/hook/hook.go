@@ -9,6 +9,18 @@ import (
 	"github.com/hookledger/hookledger/ent"
 )
 
+// The AlertStateFunc type is an adapter to allow the use of ordinary
+// function as AlertState mutator.
+type AlertStateFunc func(context.Context, *ent.AlertStateMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f AlertStateFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.AlertStateMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.AlertStateMutation", m)
+}
+
 // The DeliveryStatFunc type is an adapter to allow the use of ordinary
 // function as DeliveryStat mutator.
 type DeliveryStatFunc func(context.Context, *ent.DeliveryStatMutation) (ent.Value, error)

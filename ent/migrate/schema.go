@@ -9,6 +9,31 @@ import (
 )
 
 var (
+	// AlertStateColumns holds the columns for the "alert_state" table.
+	AlertStateColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "key", Type: field.TypeString},
+		{Name: "name", Type: field.TypeString},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"firing", "resolved"}},
+		{Name: "level", Type: field.TypeInt, Default: 0},
+		{Name: "summary", Type: field.TypeString, Size: 2147483647},
+		{Name: "fired_at", Type: field.TypeTime},
+		{Name: "resolved_at", Type: field.TypeTime, Nullable: true},
+		{Name: "updated_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+	}
+	// AlertStateTable holds the schema information for the "alert_state" table.
+	AlertStateTable = &schema.Table{
+		Name:       "alert_state",
+		Columns:    AlertStateColumns,
+		PrimaryKey: []*schema.Column{AlertStateColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "alertstate_key",
+				Unique:  true,
+				Columns: []*schema.Column{AlertStateColumns[1]},
+			},
+		},
+	}
 	// DeliveryStatColumns holds the columns for the "delivery_stat" table.
 	DeliveryStatColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
@@ -378,6 +403,7 @@ var (
 	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		AlertStateTable,
 		DeliveryStatTable,
 		EntitlementTable,
 		EntitlementSummaryTable,
@@ -396,6 +422,9 @@ var (
 )
 
 func init() {
+	AlertStateTable.Annotation = &entsql.Annotation{
+		Table: "alert_state",
+	}
 	DeliveryStatTable.Annotation = &entsql.Annotation{
 		Table: "delivery_stat",
 	}

@@ -6,6 +6,9 @@ import (
 	"entgo.io/ent/dialect/sql"
 )
 
+// AlertState is the predicate function for alertstate builders.
+type AlertState func(*sql.Selector)
+
 // DeliveryStat is the predicate function for deliverystat builders.
 type DeliveryStat func(*sql.Selector)
 

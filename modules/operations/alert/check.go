@@ -33,13 +33,27 @@ type CheckWorker struct {
 // leader's check, or one started twice, reads the state the first wrote.
 const lockKey = 0x686f6f6b_616c7274 // "hookalrt"
 
-// stateSQL reads the last message of each alert: the newest notify job of
-// each key, in whatever state River keeps it. River keeps finished jobs
-// for a day, so an alert firing for longer is announced again once a day.
-const stateSQL = `
-	SELECT DISTINCT ON (args->>'key') args->>'key', args->>'status', coalesce((args->>'level')::int, 0)
-	FROM river_job WHERE kind = 'alert_notify'
-	ORDER BY args->>'key', id DESC`
+// stateSQL reads the last message of each alert from alert_state, which
+// the check writes in the transaction that inserts the message's notify
+// job: the state outlives River's retention of the jobs.
+const stateSQL = `SELECT key, status, level FROM alert_state`
+
+// recordSQL records the messages' states: $1 their keys, $2 the rules'
+// names, $3 the statuses, $4 the levels, $5 the summaries, all at $6. A
+// firing alert keeps the time it started firing while it grows a level;
+// a resolved one keeps its last firing level and the time it fired.
+const recordSQL = `
+	INSERT INTO alert_state AS s (key, name, status, level, summary, fired_at, resolved_at, updated_at)
+	SELECT m.key, m.name, m.status, m.level, m.summary, $6, CASE WHEN m.status = 'resolved' THEN $6::timestamptz END, $6
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[]) AS m(key, name, status, level, summary)
+	ON CONFLICT (key) DO UPDATE SET
+		name = EXCLUDED.name,
+		status = EXCLUDED.status,
+		level = CASE WHEN EXCLUDED.status = 'firing' THEN EXCLUDED.level ELSE s.level END,
+		summary = EXCLUDED.summary,
+		fired_at = CASE WHEN EXCLUDED.status = 'firing' AND s.status <> 'firing' THEN EXCLUDED.fired_at ELSE s.fired_at END,
+		resolved_at = EXCLUDED.resolved_at,
+		updated_at = EXCLUDED.updated_at`
 
 // last is an alert's last message.
 type last struct {
@@ -65,6 +79,9 @@ func (w *CheckWorker) Work(ctx context.Context, job *river.Job[CheckArgs]) error
 		msgs := changes(firing, prev, time.Now())
 		if len(msgs) == 0 {
 			return nil
+		}
+		if err := record(ctx, tx.Tx, msgs); err != nil {
+			return err
 		}
 		params := make([]river.InsertManyParams, len(msgs))
 		for i, m := range msgs {
@@ -96,6 +113,19 @@ func readState(ctx context.Context, tx *sql.Tx) (map[string]last, error) {
 		prev[key] = l
 	}
 	return prev, rows.Err()
+}
+
+// record writes the state each message sends to alert_state.
+func record(ctx context.Context, tx *sql.Tx, msgs []NotifyArgs) error {
+	keys, names, statuses, summaries := make([]string, len(msgs)), make([]string, len(msgs)), make([]string, len(msgs)), make([]string, len(msgs))
+	levels := make([]int64, len(msgs))
+	for i, m := range msgs {
+		keys[i], names[i], statuses[i], levels[i], summaries[i] = m.Key, m.Alert, m.Status, int64(m.Level), m.Summary
+	}
+	if _, err := tx.ExecContext(ctx, recordSQL, keys, names, statuses, levels, summaries, msgs[0].At); err != nil {
+		return fmt.Errorf("record alert state: %w", err)
+	}
+	return nil
 }
 
 // changes are the messages that take the alerts from prev to firing: a

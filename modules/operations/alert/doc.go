@@ -6,10 +6,12 @@
 // the leader's scheduled drift check finding drift, the ledger's sweep
 // finding orphans. Each change of an alert's state (firing, resolved) is one
 // message, delivered to ALERT_WEBHOOK_URL by a job of its own
-// (alert_notify) with River's retries. The notify jobs are the record of
-// each alert's last state: the check reads them under an advisory lock and
-// inserts the next ones in the same transaction, so a restart or a second
-// process never sends a state twice. It owns no tables; it reads the
+// (alert_notify) with River's retries. The table alert_state records each
+// alert's last state: the check reads it under an advisory lock, and
+// writes the next states in the transaction that inserts their notify
+// jobs, so a state and its message commit together or not at all, and a
+// restart, a second process or an alert firing for longer than River keeps
+// its jobs never sends a state twice. It owns alert_state; it reads the
 // ledger's backlog and delivery_stat.
 //
 // Job kinds: alert_check, alert_notify.
