@@ -3,8 +3,6 @@ package payment
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -25,10 +23,10 @@ type Config struct {
 func Register(reg *ledger.Registry, cfg Config) {
 	m := &module{cfg: cfg}
 	m.payments = ledger.NewWrite(reg, ledger.WriteFuncs[payKey, Payment]{Merge: mergePayment, Flush: flushPayments})
-	reg.Handle("stripe", "payment_intent.succeeded", m.stripePaymentIntent)
-	reg.Handle("stripe", "charge.refunded", m.stripeChargeRefunded)
-	reg.Handle("stripe", "invoice.paid", m.stripeInvoicePaid)
-	reg.Handle("paddle", "transaction.completed", m.paddleTransaction)
+	ledger.On(reg, "stripe", "payment_intent.succeeded", m.stripePaymentIntent)
+	ledger.On(reg, "stripe", "charge.refunded", m.stripeChargeRefunded)
+	ledger.On(reg, "stripe", "invoice.paid", m.stripeInvoicePaid)
+	ledger.On(reg, "paddle", "transaction.completed", m.paddleTransaction)
 	ledger.AddWorker(reg, &receiptWorker{cfg: cfg})
 	reg.Erase(erase)
 }
@@ -80,28 +78,38 @@ func mergePayment(older, newer Payment) Payment {
 	return older
 }
 
+// paymentRow is a payment as flushPayments writes its row.
+type paymentRow struct {
+	Namespace      string `col:"namespace"`
+	Provider       string `col:"provider"`
+	ExternalID     string `col:"external_id"`
+	CustomerID     string `col:"customer_id"`
+	Amount         int64  `col:"amount"`
+	AmountRefunded int64  `col:"amount_refunded"`
+	Currency       string `col:"currency"`
+	Status         string `col:"status"`
+	Version        int64  `col:"version"`
+}
+
 // flushPayments merges the batch's payments into their rows in one
 // statement, and enqueues one receipt for each row it created, in the same
 // transaction.
 func flushPayments(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[payKey, Payment]) error {
 	n := len(entries)
-	var (
-		namespaces, providers, ids, customers = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		currencies, statuses                  = make([]string, n), make([]string, n)
-		amounts, refunded, versions           = make([]int64, n), make([]int64, n), make([]int64, n)
-	)
+	pays := make([]paymentRow, n)
 	for i, e := range entries {
 		k, p := e.Key, e.Value
-		namespaces[i], providers[i], ids[i], customers[i] = k.Namespace, k.Provider, k.ExternalID, p.CustomerID
-		currencies[i], statuses[i] = p.Currency, statusOf(p.Amount, p.AmountRefunded)
-		amounts[i], refunded[i], versions[i] = p.Amount, p.AmountRefunded, p.Version
+		pays[i] = paymentRow{
+			Namespace: k.Namespace, Provider: k.Provider, ExternalID: k.ExternalID, CustomerID: p.CustomerID,
+			Amount: p.Amount, AmountRefunded: p.AmountRefunded, Currency: p.Currency, Status: statusOf(p.Amount, p.AmountRefunded), Version: p.Version,
+		}
 	}
+	from, args := ledger.Unnest(pays, 1)
 	rows, err := tx.QueryContext(ctx, `
 		INSERT INTO payment AS p (namespace, provider, external_id, customer_id, amount, amount_refunded, currency, status, version)
 		SELECT k.namespace, k.provider, k.external_id, `+ledger.RedactErasedSQL("k.namespace", "k.customer_id")+`,
 			k.amount, k.amount_refunded, k.currency, k.status, k.version
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::bigint[])
-			AS k(namespace, provider, external_id, customer_id, amount, amount_refunded, currency, status, version)
+		FROM `+from+`
 		ON CONFLICT (namespace, provider, external_id) DO UPDATE SET
 			customer_id     = CASE WHEN p.customer_id = '' THEN EXCLUDED.customer_id ELSE p.customer_id END,
 			currency        = CASE WHEN p.currency = '' THEN EXCLUDED.currency ELSE p.currency END,
@@ -113,8 +121,7 @@ func flushPayments(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[pa
 				ELSE 'partially_refunded' END,
 			version         = GREATEST(p.version, EXCLUDED.version),
 			updated_at      = CURRENT_TIMESTAMP
-		RETURNING p.namespace, p.provider, p.external_id, (xmax = 0)`,
-		namespaces, providers, ids, customers, amounts, refunded, currencies, statuses, versions)
+		RETURNING p.namespace, p.provider, p.external_id, (xmax = 0)`, args...)
 	if err != nil {
 		return fmt.Errorf("merge %d payment(s): %w", n, err)
 	}
@@ -149,7 +156,7 @@ func (m *module) record(tx *ledger.Tx, ev *ledger.Event, provider, externalID st
 // used: the event's created and fields of its data.object.
 type stripeObject struct {
 	Created        int64                 `field:"created"`
-	ID             string                `field:"data.object.id"`
+	ID             string                `field:"data.object.id,required"`
 	Amount         int64                 `field:"data.object.amount"`
 	AmountReceived int64                 `field:"data.object.amount_received"`
 	AmountRefunded int64                 `field:"data.object.amount_refunded"`
@@ -157,29 +164,9 @@ type stripeObject struct {
 	Currency       string                `field:"data.object.currency"`
 	Customer       provider.ExpandableID `field:"data.object.customer"`
 	PaymentIntent  provider.ExpandableID `field:"data.object.payment_intent"`
-	// Payments is an invoice's payments list, whose elements are read
-	// one by one (invoicePayment).
-	Payments json.RawMessage `field:"data.object.payments.data"`
 }
 
-var stripeFields = provider.FieldsOf[stripeObject]()
-
-func decodeStripe(ev *ledger.Event) (stripeObject, error) {
-	o, err := stripeFields.Read(ev.Payload)
-	if err != nil {
-		return stripeObject{}, ledger.Permanent(fmt.Errorf("decode %s: %w", ev.Type, err))
-	}
-	if o.ID == "" {
-		return stripeObject{}, ledger.Permanent(fmt.Errorf("%s without data.object.id", ev.Type))
-	}
-	return o, nil
-}
-
-func (m *module) stripePaymentIntent(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	pi, err := decodeStripe(ev)
-	if err != nil {
-		return err
-	}
+func (m *module) stripePaymentIntent(_ context.Context, tx *ledger.Tx, ev *ledger.Event, pi stripeObject) error {
 	amount := pi.AmountReceived
 	if amount == 0 {
 		amount = pi.Amount
@@ -193,11 +180,7 @@ func (m *module) stripePaymentIntent(_ context.Context, tx *ledger.Tx, ev *ledge
 // stripeChargeRefunded applies a refund to the charge's PaymentIntent; the
 // charge's amount_refunded is cumulative. A charge without a PaymentIntent
 // is its own payment.
-func (m *module) stripeChargeRefunded(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	ch, err := decodeStripe(ev)
-	if err != nil {
-		return err
-	}
+func (m *module) stripeChargeRefunded(_ context.Context, tx *ledger.Tx, ev *ledger.Event, ch stripeObject) error {
 	id := string(ch.PaymentIntent)
 	if id == "" {
 		id = ch.ID
@@ -208,32 +191,23 @@ func (m *module) stripeChargeRefunded(_ context.Context, tx *ledger.Tx, ev *ledg
 	return nil
 }
 
+// stripeInvoice is the part of an invoice.paid used: the object's fields
+// and its payments list.
+type stripeInvoice struct {
+	stripeObject
+	Payments []invoicePayment `field:"data.object.payments.data"`
+}
+
 // invoicePayment is the part of an invoice's payment used.
 type invoicePayment struct {
 	PaymentIntent provider.ExpandableID `field:"payment.payment_intent"`
 }
 
-var invoicePaymentFields = provider.FieldsOf[invoicePayment]()
-
 // stripeInvoicePaid adds to the invoice's PaymentIntent, never a payment of
 // its own.
-func (m *module) stripeInvoicePaid(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	inv, err := decodeStripe(ev)
-	if err != nil {
-		return err
-	}
-	var payments []json.RawMessage
-	if len(inv.Payments) > 0 {
-		if err := json.Unmarshal(inv.Payments, &payments); err != nil {
-			return ledger.Permanent(fmt.Errorf("decode %s payments: %w", ev.Type, err))
-		}
-	}
+func (m *module) stripeInvoicePaid(_ context.Context, tx *ledger.Tx, ev *ledger.Event, inv stripeInvoice) error {
 	pi := string(inv.PaymentIntent)
-	for _, raw := range payments {
-		p, err := invoicePaymentFields.Read(raw)
-		if err != nil {
-			return ledger.Permanent(fmt.Errorf("decode %s payments: %w", ev.Type, err))
-		}
+	for _, p := range inv.Payments {
 		if pi == "" {
 			pi = string(p.PaymentIntent)
 		}
@@ -250,22 +224,13 @@ func (m *module) stripeInvoicePaid(_ context.Context, tx *ledger.Tx, ev *ledger.
 // paddleTransaction is the part of a Paddle transaction.completed used.
 type paddleTransaction struct {
 	OccurredAt time.Time `field:"occurred_at"`
-	ID         string    `field:"data.id"`
+	ID         string    `field:"data.id,required"`
 	CustomerID string    `field:"data.customer_id"`
 	Currency   string    `field:"data.currency_code"`
 	GrandTotal string    `field:"data.details.totals.grand_total"`
 }
 
-var paddleFields = provider.FieldsOf[paddleTransaction]()
-
-func (m *module) paddleTransaction(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	t, err := paddleFields.Read(ev.Payload)
-	if err != nil {
-		return ledger.Permanent(fmt.Errorf("decode transaction.completed: %w", err))
-	}
-	if t.ID == "" {
-		return ledger.Permanent(errors.New("transaction.completed without data.id"))
-	}
+func (m *module) paddleTransaction(_ context.Context, tx *ledger.Tx, ev *ledger.Event, t paddleTransaction) error {
 	amount, err := strconv.ParseInt(t.GrandTotal, 10, 64)
 	if err != nil {
 		return ledger.Permanent(fmt.Errorf("transaction %s grand_total %q: %w", t.ID, t.GrandTotal, err))
