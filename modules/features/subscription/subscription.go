@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -31,10 +30,10 @@ func Register(reg *ledger.Registry, cfg Config) {
 	m := &module{cfg: cfg}
 	m.states = ledger.NewWrite(reg, ledger.WriteFuncs[subKey, state]{Merge: m.merge, Load: loadStates, Flush: flushStates})
 	for _, t := range stripeTypes {
-		reg.Handle("stripe", t, m.applyStripe)
+		ledger.On(reg, "stripe", t, m.applyStripe)
 	}
 	for _, t := range paddleTypes {
-		reg.Handle("paddle", t, m.applyPaddle)
+		ledger.On(reg, "paddle", t, m.applyPaddle)
 	}
 	ledger.AddWorker(reg, &refetchWorker{cfg: cfg})
 	reg.Erase(erase)
@@ -63,16 +62,14 @@ type module struct {
 
 // stripeEvent is the part of a Stripe customer.subscription.* event used.
 type stripeEvent struct {
-	Created  int64                 `field:"created"`
-	ID       string                `field:"data.object.id"`
+	Created  int64                 `field:"created,required"`
+	ID       string                `field:"data.object.id,required"`
 	Customer provider.ExpandableID `field:"data.object.customer"`
 	Status   string                `field:"data.object.status"`
 	// The first item's price id, or on old API versions its plan's.
 	Price string `field:"data.object.items.data.0.price.id"`
 	Plan  string `field:"data.object.items.data.0.plan.id"`
 }
-
-var stripeFields = provider.FieldsOf[stripeEvent]()
 
 // stripeSubscription is the part of a Stripe subscription used, as the
 // API answers it (refetch.go).
@@ -112,13 +109,11 @@ func planOf(price, plan string) string {
 	return plan
 }
 
-func (m *module) applyStripe(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	se, err := stripeFields.Read(ev.Payload)
-	if err != nil {
-		return ledger.Permanent(fmt.Errorf("decode subscription event: %w", err))
-	}
-	if se.ID == "" || se.Created <= 0 {
-		return ledger.Permanent(errors.New("subscription event without data.object.id or created"))
+// applyStripe writes a Stripe subscription; its version is the event's
+// created, in Unix seconds, which cannot be before 1970.
+func (m *module) applyStripe(_ context.Context, tx *ledger.Tx, ev *ledger.Event, se stripeEvent) error {
+	if se.Created < 0 {
+		return ledger.Permanent(fmt.Errorf("%s of %s: created %d is before 1970", ev.Type, se.ID, se.Created))
 	}
 	status := se.Status
 	if ev.Type == "customer.subscription.deleted" {
@@ -141,26 +136,17 @@ func (m *module) applyStripe(_ context.Context, tx *ledger.Tx, ev *ledger.Event)
 
 // paddleEvent is the part of a Paddle Billing subscription.* event used.
 type paddleEvent struct {
-	OccurredAt time.Time `field:"occurred_at"`
-	ID         string    `field:"data.id"`
+	OccurredAt time.Time `field:"occurred_at,required"`
+	ID         string    `field:"data.id,required"`
 	Status     string    `field:"data.status"`
 	CustomerID string    `field:"data.customer_id"`
 	// Plan is the first item's price id.
 	Plan string `field:"data.items.0.price.id"`
 }
 
-var paddleFields = provider.FieldsOf[paddleEvent]()
-
 // applyPaddle writes a Paddle subscription; its version is the event's
 // occurred_at in Unix microseconds.
-func (m *module) applyPaddle(_ context.Context, tx *ledger.Tx, ev *ledger.Event) error {
-	pe, err := paddleFields.Read(ev.Payload)
-	if err != nil {
-		return ledger.Permanent(fmt.Errorf("decode paddle subscription event: %w", err))
-	}
-	if pe.ID == "" || pe.OccurredAt.IsZero() {
-		return ledger.Permanent(errors.New("paddle subscription event without data.id or occurred_at"))
-	}
+func (m *module) applyPaddle(_ context.Context, tx *ledger.Tx, ev *ledger.Event, pe paddleEvent) error {
 	m.states.Put(tx, subKey{Namespace: ev.Namespace, Provider: "paddle", ExternalID: pe.ID}, state{
 		CustomerID: pe.CustomerID,
 		Plan:       pe.Plan,

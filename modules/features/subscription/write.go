@@ -10,7 +10,11 @@ import (
 )
 
 // subKey is a subscription row's unique key.
-type subKey struct{ Namespace, Provider, ExternalID string }
+type subKey struct {
+	Namespace  string `col:"namespace"`
+	Provider   string `col:"provider"`
+	ExternalID string `col:"external_id"`
+}
 
 // state is one version of a subscription: an event's, ready to be
 // written, or the stored row's.
@@ -72,19 +76,15 @@ func (m *module) merge(older, newer state) state {
 
 // loadStates reads and locks the stored rows of keys.
 func loadStates(ctx context.Context, tx *ledger.Tx, keys []subKey) ([]ledger.Entry[subKey, state], error) {
-	namespaces, providers, ids := make([]string, len(keys)), make([]string, len(keys)), make([]string, len(keys))
-	for i, k := range keys {
-		namespaces[i], providers[i], ids[i] = k.Namespace, k.Provider, k.ExternalID
-	}
+	from, args := ledger.Unnest(keys, 1)
 	// A probe of the unique index per key, whatever the table's size and
 	// statistics: the planner may not join the keys to the table another
 	// way.
 	rows, err := tx.QueryContext(ctx, `
 		SELECT s.namespace, s.provider, s.external_id, s.version, s.rank
-		FROM unnest($1::text[], $2::text[], $3::text[]) AS k(namespace, provider, external_id)
+		FROM `+from+`
 		CROSS JOIN LATERAL (SELECT * FROM subscription t
-			WHERE t.namespace = k.namespace AND t.provider = k.provider AND t.external_id = k.external_id FOR UPDATE) s`,
-		namespaces, providers, ids)
+			WHERE t.namespace = k.namespace AND t.provider = k.provider AND t.external_id = k.external_id FOR UPDATE) s`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read %d subscription(s): %w", len(keys), err)
 	}
@@ -103,6 +103,19 @@ func loadStates(ctx context.Context, tx *ledger.Tx, keys []subKey) ([]ledger.Ent
 	return out, nil
 }
 
+// subRow is a subscription as flushStates writes its row.
+type subRow struct {
+	Namespace  string `col:"namespace"`
+	Provider   string `col:"provider"`
+	ExternalID string `col:"external_id"`
+	CustomerID string `col:"customer_id"`
+	Plan       string `col:"plan"`
+	Status     string `col:"status"`
+	Version    int64  `col:"version"`
+	Rank       int    `col:"rank"`
+	EventID    string `col:"event_id"`
+}
+
 // flushStates writes every subscription whose state an event of the batch
 // moved forward, in one statement, and inserts the re-fetch jobs of the
 // ties. Each row's state was decided as if its events were written one by
@@ -112,9 +125,8 @@ func loadStates(ctx context.Context, tx *ledger.Tx, keys []subKey) ([]ledger.Ent
 // event of an erased customer does not write the customer back.
 func flushStates(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[subKey, state]) error {
 	var (
-		namespaces, providers, ids, customers, plans, statuses, events []string
-		versions, ranks                                                []int64
-		refetch                                                        []river.InsertManyParams
+		subs    []subRow
+		refetch []river.InsertManyParams
 	)
 	for _, e := range entries {
 		k, s := e.Key, e.Value
@@ -125,24 +137,24 @@ func flushStates(ctx context.Context, tx *ledger.Tx, entries []ledger.Entry[subK
 		if s.stored {
 			continue
 		}
-		namespaces, providers, ids = append(namespaces, k.Namespace), append(providers, k.Provider), append(ids, k.ExternalID)
-		customers, plans, statuses = append(customers, s.CustomerID), append(plans, s.Plan), append(statuses, s.Status)
-		events, versions, ranks = append(events, s.EventID), append(versions, s.Version), append(ranks, int64(s.Rank))
+		subs = append(subs, subRow{
+			Namespace: k.Namespace, Provider: k.Provider, ExternalID: k.ExternalID, CustomerID: s.CustomerID,
+			Plan: s.Plan, Status: s.Status, Version: s.Version, Rank: s.Rank, EventID: s.EventID,
+		})
 	}
-	if len(ids) > 0 {
+	if len(subs) > 0 {
+		from, args := ledger.Unnest(subs, 1)
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO subscription AS t (namespace, provider, external_id, customer_id, plan, status, version, rank, event_id)
 			SELECT k.namespace, k.provider, k.external_id, `+ledger.RedactErasedSQL("k.namespace", "k.customer_id")+`,
 				k.plan, k.status, k.version, k.rank, k.event_id
-			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::text[])
-				AS k(namespace, provider, external_id, customer_id, plan, status, version, rank, event_id)
+			FROM `+from+`
 			ON CONFLICT (namespace, provider, external_id) DO UPDATE
 			SET customer_id = EXCLUDED.customer_id, plan = EXCLUDED.plan, status = EXCLUDED.status, version = EXCLUDED.version,
 				rank = EXCLUDED.rank, event_id = EXCLUDED.event_id, updated_at = CURRENT_TIMESTAMP
-			WHERE (t.version, t.rank) < (EXCLUDED.version, EXCLUDED.rank)`,
-			namespaces, providers, ids, customers, plans, statuses, versions, ranks, events)
+			WHERE (t.version, t.rank) < (EXCLUDED.version, EXCLUDED.rank)`, args...)
 		if err != nil {
-			return fmt.Errorf("write %d subscription(s): %w", len(ids), err)
+			return fmt.Errorf("write %d subscription(s): %w", len(subs), err)
 		}
 	}
 	return tx.InsertJobs(ctx, refetch)
