@@ -201,7 +201,7 @@ func TestRequeueFailed(t *testing.T) {
 	}, "River stops retrying a poison payload")
 	code, out, _ := s.admin(t, "GET", "/admin/events/evt_poison_1", auth)
 	require.Equal(t, http.StatusOK, code)
-	require.Contains(t, out["event"].(map[string]any)["last_error"], "without data.object.id")
+	require.Contains(t, out["event"].(map[string]any)["last_error"], "data.object.id: required member is missing")
 	require.Equal(t, "cancelled", out["job"].(map[string]any)["state"])
 
 	code, out, _ = s.admin(t, "POST", "/admin/events/evt_poison_1/requeue", auth)

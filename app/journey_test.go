@@ -233,7 +233,7 @@ func TestJourneyDiscardPoisonEvent(t *testing.T) {
 	require.Equal(t, "cancelled", text(t, ctx, "#job-state"))
 	require.Equal(t, "none: failed for good (River cancelled the job)", text(t, ctx, "#next-retry"))
 	require.Contains(t, text(t, ctx, "#failed-in"), "module subscription")
-	require.Contains(t, text(t, ctx, "#last-error"), "without data.object.id")
+	require.Contains(t, text(t, ctx, "#last-error"), "data.object.id: required member is missing")
 
 	// A reason of blanks is no reason: 400, and nothing changes.
 	resp, err := chromedp.RunResponse(ctx, chromedp.SendKeys(chromedp.CSS("#reason"), "   "), chromedp.Click(chromedp.CSS("#discard")))
