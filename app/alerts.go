@@ -33,13 +33,14 @@ func (a *App) registerAlerts() {
 				r, err := failure.New(a.db, a.store).List(ctx)
 				out := make([]alert.Group, len(r.Groups))
 				for i, g := range r.Groups {
-					out[i] = alert.Group{ID: g.ID, Count: g.Count, Source: g.Source, Handler: g.Handler, Error: g.Error}
+					out[i] = alert.Group{ID: g.ID, Count: g.Count, Source: g.Source, Handler: g.Handler, Error: g.Error, FirstFailedAt: g.FirstFailedAt}
 				}
 				return out, err
 			},
 			OrphansFunc:       func() float64 { return counted(orphans) },
 			DriftFunc:         func() float64 { return counted(drift) },
 			OldestPending:     a.cfg.AlertOldestPending,
+			FailedAge:         a.cfg.AlertFailedAge,
 			SignatureFailures: a.cfg.AlertSignatureFailures,
 		},
 	})

@@ -178,6 +178,9 @@ type Config struct {
 	// AlertOldestPending is the age of the oldest pending event above
 	// which backlog_oldest_pending fires.
 	AlertOldestPending time.Duration `json:"alert_oldest_pending"`
+	// AlertFailedAge is how long an event is failed for before
+	// failed_events fires.
+	AlertFailedAge time.Duration `json:"alert_failed_age"`
 	// AlertSignatureFailures is the refused signatures of one source in
 	// five minutes at which signature_failures fires.
 	AlertSignatureFailures int `json:"alert_signature_failures"`

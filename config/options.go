@@ -289,6 +289,10 @@ var options = []Option{
 		Doc: "The alert `backlog_oldest_pending` fires while the oldest claimed or failed event is older than this.",
 		set: duration(func(c *Config) *time.Duration { return &c.AlertOldestPending },
 			within(time.Second, forever, "a positive duration"))},
+	{Name: "ALERT_FAILED_AGE", Group: groupOperations, Default: "1h",
+		Doc: "The alert `failed_events` fires while an event has been `failed` for longer than this: failures nobody has requeued or discarded since their `failure_group` message.",
+		set: duration(func(c *Config) *time.Duration { return &c.AlertFailedAge },
+			within(time.Second, forever, "a positive duration"))},
 	{Name: "ALERT_SIGNATURE_FAILURES", Group: groupOperations, Default: "10",
 		Doc: "The alert `signature_failures` fires for a source while it refused at least this many signatures in the last 5 minutes " +
 			"(a rotated secret that the sender does not use yet: every delivery answered `401`).",

@@ -1,7 +1,8 @@
 // Package alert tells operators about problems before customers do. The
 // elected leader checks the alert rules every ALERT_CHECK_INTERVAL (the
 // periodic job alert_check): a failure group appearing or growing tenfold,
-// the oldest pending event older than a threshold, one source's refused
+// an event failed for longer than a threshold, the oldest pending event
+// older than a threshold, one source's refused
 // signatures above a count, or deliveries answered 503, in five minutes,
 // the leader's scheduled drift check finding drift, the ledger's sweep
 // finding orphans. Each change of an alert's state (firing, resolved) is one

@@ -30,6 +30,9 @@ type Group struct {
 	Source  string
 	Handler string
 	Error   string
+	// FirstFailedAt is when the group's longest failing event started
+	// failing.
+	FirstFailedAt time.Time
 }
 
 // Rules hold what the rules read and their thresholds.
@@ -48,6 +51,9 @@ type Rules struct {
 	// OldestPending is the backlog age above which backlog_oldest_pending
 	// fires.
 	OldestPending time.Duration
+	// FailedAge is how long an event has been failed for before
+	// failed_events fires.
+	FailedAge time.Duration
 	// SignatureFailures is the refused signatures of one source in
 	// SignatureWindow at which signature_failures fires.
 	SignatureFailures int
@@ -75,6 +81,9 @@ func (r *Rules) Firing(ctx context.Context) ([]Alert, error) {
 			}
 			out = append(out, Alert{Key: "failure_group:" + g.ID, Name: "failure_group", Level: tenfold(g.Count),
 				Summary: fmt.Sprintf("%d failed event(s) from %s in %s: %s (group %s)", g.Count, g.Source, handler, g.Error, g.ID)})
+		}
+		if a, ok := r.failedTooLong(groups, time.Now()); ok {
+			out = append(out, a)
 		}
 	}
 	if r.Backlog != nil {
@@ -115,6 +124,32 @@ func (r *Rules) Firing(ctx context.Context) ([]Alert, error) {
 		r.orphansSeen = n
 	}
 	return out, nil
+}
+
+// failedTooLong is the alert failed_events when one of groups has had an
+// event failed for longer than r.FailedAge at now: failures nobody has
+// requeued or discarded, which a failure_group message announced when
+// they began.
+func (r *Rules) failedTooLong(groups []Group, now time.Time) (Alert, bool) {
+	var (
+		oldest         time.Time
+		stale, failing int
+	)
+	for _, g := range groups {
+		if g.FirstFailedAt.IsZero() || now.Sub(g.FirstFailedAt) <= r.FailedAge {
+			continue
+		}
+		stale, failing = stale+1, failing+g.Count
+		if oldest.IsZero() || g.FirstFailedAt.Before(oldest) {
+			oldest = g.FirstFailedAt
+		}
+	}
+	if stale == 0 {
+		return Alert{}, false
+	}
+	return Alert{Key: "failed_events", Name: "failed_events",
+		Summary: fmt.Sprintf("events have been failed for over %s, the oldest for %s: %d group(s) of %d failed event(s) wait for a fix, a requeue or a discard (hookledger failures)",
+			r.FailedAge, now.Sub(oldest).Round(time.Second), stale, failing)}, true
 }
 
 // deliveriesSQL counts each source's deliveries of one outcome in the

@@ -77,3 +77,42 @@ func TestRulesFire(t *testing.T) {
 	require.Equal(t, []string{"backlog_oldest_pending", "signature_failures:stripe", "deliveries_unavailable:paddle", "drift_found", "ledger_orphans"}, keys())
 	require.Equal(t, []string{"backlog_oldest_pending", "signature_failures:stripe", "deliveries_unavailable:paddle", "drift_found"}, keys(), "no new orphans since the last check")
 }
+
+// TestFailedEventsFireAfterTheirAge: failed_events fires once an event
+// has been failed for longer than FailedAge, whatever the group, and
+// counts the groups and events past that age only.
+func TestFailedEventsFireAfterTheirAge(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	groups := []Group{
+		{ID: "new", Count: 7, Source: "stripe", Handler: "payment.stripeInvoicePaid", Error: "e1", FirstFailedAt: now.Add(-10 * time.Minute)},
+	}
+	r := &Rules{FailedAge: time.Hour, orphansSeen: -1,
+		GroupsFunc: func(context.Context) ([]Group, error) { return groups, nil }}
+	names := func() []string {
+		a, err := r.Firing(context.Background())
+		require.NoError(t, err)
+		var out []string
+		for _, x := range a {
+			out = append(out, x.Key)
+		}
+		return out
+	}
+	require.Equal(t, []string{"failure_group:new"}, names(), "failed for ten minutes: not yet")
+
+	groups = append(groups,
+		Group{ID: "old", Count: 20, Source: "stripe", Handler: "subscription.applyStripe", Error: "e2", FirstFailedAt: now.Add(-3 * time.Hour)},
+		Group{ID: "older", Count: 3, Source: "github", Error: "e3", FirstFailedAt: now.Add(-5 * time.Hour)})
+	require.Equal(t, []string{"failure_group:new", "failure_group:old", "failure_group:older", "failed_events"}, names())
+	a, ok := r.failedTooLong(groups, now)
+	require.True(t, ok)
+	require.Equal(t, "failed_events", a.Name)
+	require.Equal(t, "events have been failed for over 1h0m0s, the oldest for 5h0m0s: 2 group(s) of 23 failed event(s) wait for a fix, a requeue or a discard (hookledger failures)", a.Summary)
+
+	_, ok = r.failedTooLong(groups[:1], now.Add(50*time.Minute))
+	require.False(t, ok, "an hour to the second is not over an hour")
+	_, ok = r.failedTooLong(groups[:1], now.Add(51*time.Minute))
+	require.True(t, ok)
+	_, ok = r.failedTooLong(nil, now)
+	require.False(t, ok, "no failed events")
+}
