@@ -21,6 +21,8 @@ import (
 	"github.com/hookledger/hookledger/modules/core/drift"
 	"github.com/hookledger/hookledger/modules/core/intake"
 	"github.com/hookledger/hookledger/modules/core/provider"
+	"github.com/hookledger/hookledger/modules/features/entitlement"
+	"github.com/hookledger/hookledger/modules/features/invoice"
 	"github.com/hookledger/hookledger/modules/features/payment"
 	"github.com/hookledger/hookledger/modules/features/subscription"
 )
@@ -42,6 +44,8 @@ func stripeDrift(db *sql.DB, api provider.StripeAPI) []drift.Module {
 	return []drift.Module{
 		&subscription.StripeDrift{DB: db, API: api},
 		&payment.StripeDrift{DB: db, API: api},
+		&invoice.StripeDrift{DB: db, API: api},
+		&entitlement.StripeDrift{DB: db, API: api},
 	}
 }
 
@@ -62,10 +66,10 @@ func driftCommand(t terminal) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "drift stripe",
 		Short: "Compare business rows with the provider's objects, and repair them",
-		Long: `Compare the rows hookledger's modules keep (subscriptions, payments) with
-the provider's own objects, and report objects missing here, rows missing at
-the provider, and fields that differ, with the row's version and when the
-provider was asked. Exit 0 when there is no drift, 3 when there is, 1 on
+		Long: `Compare the rows hookledger's modules keep (subscriptions, payments,
+invoices, entitlements) with the provider's own objects, and report objects
+missing here, rows missing at the provider, and fields that differ, with the
+row's version and when the provider was asked. Exit 0 when there is no drift, 3 when there is, 1 on
 errors, 2 on usage errors.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRun,
@@ -86,19 +90,24 @@ func driftStripeCommand(t terminal) *cobra.Command {
 	var f driftFlags
 	cmd := &cobra.Command{
 		Use:   "stripe [--namespace NS] [--since D] [--json] [--fix [--yes] | --dry-run]",
-		Short: "Check subscriptions and payments against Stripe's API (needs STRIPE_API_KEY)",
-		Long: `Page Stripe's subscriptions and payment intents, fetch by id the object of
-every stored row the pages did not return, and compare each with its row:
-status, plan and customer of a subscription; amount, amount refunded,
-currency, customer and status of a payment. Times are Stripe's: an answer
+		Short: "Check subscriptions, payments, invoices and entitlements against Stripe's API (needs STRIPE_API_KEY)",
+		Long: `Page Stripe's subscriptions, payment intents, invoices and customers (with
+each customer's active entitlements: one request per customer), fetch by id
+the object of every stored row the pages did not return, and compare each
+with its row: status, plan and customer of a subscription; amount, amount
+refunded, currency, customer and status of a payment; status, amount due,
+amount paid, currency and customer of an invoice; a customer's set of
+active features (lookup_key=feature_id). Times are Stripe's: an answer
 is dated by its Date header. A row as new as Stripe's answer (an event
 applied since Stripe answered) is not compared; a row dated after it by
 more than the check took is drift of its own kind, ahead (an event dated
 in the future wrote it, and genuine events until then are stale); it is
 marked replayed when a replayed event wrote it. A subscription one side
-lacks while the other has ended it, and a payment intent that did not
-succeed, are no drift. A row erase redacted, or an object that holds an
-erased subject, is listed apart as erased: not drift, never repaired.
+lacks while the other has ended it, a payment intent that did not succeed,
+a stored draft invoice Stripe has deleted and a customer without active
+features on either side are no drift. A row erase redacted, or an object
+that holds an erased subject, is listed apart as erased: not drift, never
+repaired.
 
 --since D checks only objects Stripe created and rows written since D (RFC
 3339, Unix seconds, or a duration ago). --json prints one JSON document:
@@ -116,7 +125,12 @@ A repair whose event id was claimed before is reported as duplicate, and
 one that holds a subject erased since the check is not claimed. A row
 ahead cannot be repaired.
 A subscription Stripe does not have is ended (customer.subscription.deleted);
-a payment is repaired only where its merge can take it (amounts grow).
+a payment is repaired only where its merge can take it (amounts grow); an
+invoice is repaired with an invoice.updated (never an invoice.paid, which
+the payment module applies too), and one Stripe does not have is reported,
+not deleted; a customer's features are replaced by Stripe's summary
+(entitlements.active_entitlement_summary.updated), emptied when Stripe
+deleted the customer.
 --fix asks on a terminal, and needs --yes without one; --dry-run shows what
 it would claim. After --fix the exit code is 0 when nothing drifted is left,
 3 when some is (not repairable, or not applied yet), 1 when a repair failed.`,
@@ -160,7 +174,7 @@ func runDrift(ctx context.Context, t terminal, stdout, stderr io.Writer, f drift
 	}
 	defer env.close()
 	if env.cfg.StripeAPIKey == "" {
-		return errors.New("STRIPE_API_KEY is not set: drift reads Stripe's subscriptions and payment intents with it")
+		return errors.New("STRIPE_API_KEY is not set: drift reads Stripe's subscriptions, payment intents, invoices and entitlements with it")
 	}
 	src := driftSource(env.cfg, f.namespace)
 	api := provider.StripeAPI{Base: env.cfg.StripeAPIBase, Key: env.cfg.StripeAPIKey.Reveal(), HTTP: &http.Client{Timeout: 30 * time.Second}}

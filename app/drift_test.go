@@ -3,11 +3,8 @@ package app_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,11 +14,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
+	"github.com/hookledger/hookledger/modules/testsupport/stripemock"
 )
 
-// driftAPI serves Stripe's subscriptions and payment intents (each with
-// its latest charge expanded) over fixed objects, 404 for unknown ids.
+// driftAPI serves Stripe's subscriptions, payment intents (each with its
+// latest charge expanded), invoices and customers over fixed objects, 404
+// for unknown ids.
 type driftAPI struct {
 	mu      sync.Mutex
 	objects map[string]map[string]map[string]any // collection -> id -> object
@@ -30,7 +28,7 @@ type driftAPI struct {
 }
 
 func newDriftAPI(t *testing.T) (*driftAPI, string) {
-	f := &driftAPI{objects: map[string]map[string]map[string]any{"subscriptions": {}, "payment_intents": {}}}
+	f := &driftAPI{objects: map[string]map[string]map[string]any{"subscriptions": {}, "payment_intents": {}, "invoices": {}, "customers": {}}}
 	srv := httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(srv.Close)
 	return f, srv.URL
@@ -220,37 +218,27 @@ func TestDriftCommandWithoutDrift(t *testing.T) {
 // server, which refuses any parameter the real API would refuse. `go tool
 // task test` installs it and sets STRIPE_MOCK.
 func TestDriftAgainstStripeMock(t *testing.T) {
-	bin := os.Getenv("STRIPE_MOCK")
-	if bin == "" {
-		t.Skip("STRIPE_MOCK is not set; go tool task test installs stripe-mock")
-	}
-	port := freePort(t)
-	cmd := exec.Command(bin, "-http-port", fmt.Sprint(port), "-https-port", fmt.Sprint(freePort(t)))
-	dbtest.DiesWithTest(cmd)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	dbtest.Eventually(t, func() bool {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-
+	base := stripemock.Start(t)
 	s := start(t, nil)
-	t.Setenv("STRIPE_API_BASE", fmt.Sprintf("http://127.0.0.1:%d", port))
-	t.Setenv("STRIPE_API_KEY", "sk_test_123")
+	t.Setenv("STRIPE_API_BASE", base)
+	t.Setenv("STRIPE_API_KEY", stripemock.Key)
 	t.Setenv("DATABASE_URL", s.db.URL)
-	// The mock lists one active subscription, which hookledger lacks, and
-	// one payment intent that has not succeeded.
+	// The mock lists one active subscription, one draft invoice and one
+	// customer with one active feature, which hookledger lacks, and one
+	// payment intent that has not succeeded.
 	code, ids := driftIDs(t)
 	require.Equal(t, 3, code)
-	require.Len(t, ids, 1)
-	require.True(t, strings.HasPrefix(ids[0], "sub_"), ids[0])
+	require.Len(t, ids, 3)
+	slices.Sort(ids)
+	for i, prefix := range []string{"cus_", "in_", "sub_"} {
+		require.True(t, strings.HasPrefix(ids[i], prefix), ids[i])
+	}
 
 	code, stdout, stderr := run("drift", "stripe", "--since", "720h", "--fix", "--yes")
 	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", stdout, stderr)
-	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM subscription WHERE external_id = $1 AND status = 'active'`, ids[0]))
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM subscription WHERE external_id = $1 AND status = 'active'`, ids[2]))
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM invoice WHERE external_id = $1 AND status = 'draft'`, ids[1]))
+	require.Equal(t, 1, s.db.Count(t, `SELECT count(*) FROM entitlement WHERE customer_id = $1`, ids[0]))
 	code, ids = driftIDs(t)
 	require.Equal(t, 0, code)
 	require.Empty(t, ids)
