@@ -306,3 +306,27 @@ func TestStripeDriftAgainstStripeMock(t *testing.T) {
 	_, got = drifttest.Check(t, h, m)
 	require.Empty(t, got)
 }
+
+// TestStripeDriftReadsEveryPage: Stripe pages customers and a customer's
+// entitlements 100 at a time; the check reads every page of both, and the
+// repair writes the whole set.
+func TestStripeDriftReadsEveryPage(t *testing.T) {
+	t.Parallel()
+	h := newDriftHarness(t)
+	stripe, api := newDriftStripe(t)
+	keys := make([]string, 101)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("feature_%03d", i)
+		stripe.customer(fmt.Sprintf("cus_empty_%03d", i))
+	}
+	stripe.customer("cus_many", keys...)
+
+	r, got := drifttest.Check(t, h, &entitlement.StripeDrift{DB: h.DB.SQL, API: api})
+	require.Len(t, got, 1)
+	require.Equal(t, 102, r.Checked["entitlement"].Objects, "every customer, over two pages")
+	require.Equal(t, 103, stripe.asked["/v1/entitlements/active_entitlements"], "two pages for cus_many")
+	require.Equal(t, map[string]string{"cus_many": "repaired " + entitlement.Type}, drifttest.Fix(t, h, r.Plan(drift.StripeEvent)))
+	require.Equal(t, 101, h.DB.Count(t, `SELECT count(*) FROM entitlement WHERE customer_id = 'cus_many'`))
+	_, got = drifttest.Check(t, h, &entitlement.StripeDrift{DB: h.DB.SQL, API: api})
+	require.Empty(t, got)
+}
