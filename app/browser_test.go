@@ -186,14 +186,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	// Park its automatic retries (an hour away, caught while the job waits
 	// for one, never while it runs), so the requeue below is the operator's
 	// and not answered "applying right now" by a retry that started first.
-	dbtest.Eventually(t, func() bool {
-		res, err := s.db.SQL.Exec(`UPDATE river_job SET scheduled_at = now() + interval '1 hour'
-			WHERE state IN ('scheduled', 'retryable') AND kind = 'apply_event' AND args->>'event_id' = 'evt_browser_broken'`)
-		require.NoError(t, err)
-		n, err := res.RowsAffected()
-		require.NoError(t, err)
-		return n == 1
-	}, "the failing job never waited for a retry")
+	dbtest.Eventually(t, func() bool { return parkRetry(t, s, "evt_browser_broken") }, "the failing job never waited for a retry")
 
 	// Fix the cause, requeue from the event's page, and see it settle.
 	_, err = s.db.SQL.Exec(`ALTER TABLE subscription DROP CONSTRAINT no_broken_plan`)

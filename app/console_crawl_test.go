@@ -60,15 +60,25 @@ func refuseBrokenPlan(t *testing.T, s *server) (lift func()) {
 func parkRetries(t *testing.T, s *server, id string) {
 	t.Helper()
 	dbtest.Eventually(t, func() bool { return status(t, s, id) == "failed" }, "%s never failed", id)
-	dbtest.Eventually(t, func() bool {
-		res, err := s.db.SQL.Exec(`UPDATE river_job SET scheduled_at = now() + interval '1 hour'
-			WHERE state IN ('scheduled', 'retryable') AND kind = 'apply_event' AND args->>'event_id' = $1`, id)
-		require.NoError(t, err)
-		n, err := res.RowsAffected()
-		require.NoError(t, err)
-		return n == 1
-	}, "the failing job of %s never waited for a retry", id)
+	dbtest.Eventually(t, func() bool { return parkRetry(t, s, id) }, "the failing job of %s never waited for a retry", id)
 	require.Equal(t, "failed", status(t, s, id))
+}
+
+// parkRetry moves the failed apply job of id, if it waits for its retry
+// right now, an hour away, and reports whether it did. A retry due within
+// River's scheduler interval (5 s: the first three, 1 s, 2 s and 4 s after
+// a failure) waits as available, not retryable; waiting for one River
+// makes retryable would wait out those three retries. Parked, the job is
+// retryable an hour away, as River leaves a job whose next retry is far.
+func parkRetry(t *testing.T, s *server, id string) bool {
+	t.Helper()
+	res, err := s.db.SQL.Exec(`UPDATE river_job SET state = 'retryable', scheduled_at = now() + interval '1 hour'
+		WHERE state IN ('available', 'scheduled', 'retryable') AND attempt > 0
+			AND kind = 'apply_event' AND args->>'event_id' = $1`, id)
+	require.NoError(t, err)
+	n, err := res.RowsAffected()
+	require.NoError(t, err)
+	return n == 1
 }
 
 // crawled is one console page the crawl fetched.

@@ -91,10 +91,13 @@ func TestJourneyHandlerFailureToRecovery(t *testing.T) {
 	const id = "evt_journey_broken"
 	s.claim(t, planEvent(id, "price_broken", time.Now()), nil)
 
-	// River has the job as retryable: a handler failure is a River error.
+	// A handler failure is a River error: the job waits for its retry with
+	// the error recorded (available until the retry is due when that is
+	// within River's scheduler interval, retryable when later).
 	dbtest.Eventually(t, func() bool {
-		return s.db.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND args->>'event_id' = $1 AND state = 'retryable'`, id) == 1
-	}, "the failing apply job never became retryable")
+		return s.db.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'apply_event' AND args->>'event_id' = $1
+			AND state IN ('available', 'retryable') AND scheduled_at > now() AND cardinality(errors) > 0`, id) == 1
+	}, "the failing apply job never waited for a retry")
 	// Its retries come 1 s, 2 s, 4 s ... apart: park the next one an hour
 	// away so that what the pages show holds still while they are read.
 	parkRetries(t, s, id)
