@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hookledger/hookledger/ent"
@@ -107,17 +108,16 @@ type Report struct {
 func (g *Groups) List(ctx context.Context) (Report, error) {
 	groups := map[string]*Group{}
 	var r Report
+	causes := causes{}
 	err := g.scan(ctx, func(m member, source, handler, text string, first time.Time) {
 		r.Failed++
-		handler, text = Split(text, handler)
-		norm := Normalise(text)
-		id := groupID(source, handler, norm)
-		gr := groups[id]
+		c := causes.of(source, handler, text)
+		gr := groups[c.id]
 		if gr == nil {
-			gr = &Group{ID: id, Source: source, Handler: handler, Error: norm}
-			groups[id] = gr
+			gr = &Group{ID: c.id, Source: source, Handler: c.handler, Error: c.norm}
+			groups[c.id] = gr
 		}
-		gr.add(m, text, first)
+		gr.add(m, c.text, first)
 		gr.recent = append(gr.recent, m)
 		if len(gr.recent) > 4*SampledRetries {
 			gr.recent = newest(gr.recent, SampledRetries)
@@ -150,16 +150,16 @@ func (g *Groups) Find(ctx context.Context, id string) (Group, []ledger.EventKey,
 		gr   Group
 		keys []ledger.EventKey
 	)
+	causes := causes{}
 	err := g.scan(ctx, func(m member, source, handler, text string, first time.Time) {
-		handler, text = Split(text, handler)
-		norm := Normalise(text)
-		if groupID(source, handler, norm) != id {
+		c := causes.of(source, handler, text)
+		if c.id != id {
 			return
 		}
 		if gr.Count == 0 {
-			gr = Group{ID: id, Source: source, Handler: handler, Error: norm}
+			gr = Group{ID: id, Source: source, Handler: c.handler, Error: c.norm}
 		}
-		gr.add(m, text, first)
+		gr.add(m, c.text, first)
 		keys = append(keys, m.key)
 	})
 	if err != nil && !errors.Is(err, errTruncated) {
@@ -169,6 +169,40 @@ func (g *Groups) Find(ctx context.Context, id string) (Group, []ledger.EventKey,
 		return gr, nil, ErrUnknownGroup
 	}
 	return gr, keys, nil
+}
+
+// cause is a failed row's error as a group reads it: the handler and the
+// text Split gives, the text normalised, and the group's id.
+type cause struct{ handler, text, norm, id string }
+
+// causes are the causes of the error texts one scan has read so far, so
+// that the failures of one cause with the same text, as a poison event's
+// or a timeout's are, are split and normalised once. It keeps at most
+// maxCauses texts of at most maxCauseText bytes: a few megabytes.
+type causes map[string]cause
+
+const (
+	maxCauses    = 4096
+	maxCauseText = 1024
+)
+
+// of is the cause of a row of source whose failure log names handler and
+// whose last error is lastError.
+func (cs causes) of(source, handler, lastError string) cause {
+	// Split reads the first line only, as the key does.
+	line, _, _ := strings.Cut(strings.TrimSpace(lastError), "\n")
+	k := source + "\x00" + handler + "\x00" + line
+	if c, ok := cs[k]; ok {
+		return c
+	}
+	var c cause
+	c.handler, c.text = Split(lastError, handler)
+	c.norm = Normalise(c.text)
+	c.id = groupID(source, c.handler, c.norm)
+	if len(cs) < maxCauses && len(line) <= maxCauseText {
+		cs[k] = c
+	}
+	return c
 }
 
 // ErrUnknownGroup is returned for a group id no failed event has: its
