@@ -262,6 +262,7 @@ func TestStatsAndMetricsCountDuplicates(t *testing.T) {
 		`hookledger_applies_total{event_type="customer.subscription.updated",outcome="settled",provider="stripe"} 1`,
 		`hookledger_ledger_backlog{status="claimed"} 0`,
 		`hookledger_ledger_oldest_pending_seconds 0`,
+		`hookledger_ledger_oldest_failed_seconds 0`,
 		`hookledger_claim_duration_seconds_count{source="stripe"} 3`,
 		`hookledger_apply_duration_seconds_count{provider="stripe"} 1`,
 	} {

@@ -358,6 +358,14 @@ var (
 				},
 			},
 			{
+				Name:    "webhookevent_failing_since",
+				Unique:  false,
+				Columns: []*schema.Column{WebhookEventColumns[19]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "((status)::text = 'failed'::text)",
+				},
+			},
+			{
 				Name:    "webhookevent_discarded",
 				Unique:  false,
 				Columns: []*schema.Column{WebhookEventColumns[10]},

@@ -105,6 +105,11 @@ func (WebhookEvent) Indexes() []ent.Index {
 		index.Fields("status", "received_at").
 			StorageKey("webhookevent_pending").
 			Annotations(entsql.IndexWhere(`((status)::text = 'claimed'::text) OR ((status)::text = 'failed'::text)`)),
+		// Failed rows by when they started failing: the oldest failure's
+		// age (hookledger_ledger_oldest_failed_seconds) is one probe.
+		index.Fields("failing_since").
+			StorageKey("webhookevent_failing_since").
+			Annotations(entsql.IndexWhere(`((status)::text = 'failed'::text)`)),
 		// Discarded rows, counted apart from the backlog.
 		index.Fields("received_at").
 			StorageKey("webhookevent_discarded").

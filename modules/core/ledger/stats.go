@@ -63,28 +63,34 @@ type Backlog struct {
 	Claimed, Failed int64
 	// Oldest is the age of the oldest of them, 0 when there is none.
 	Oldest time.Duration
+	// OldestFailed is how long the failed row that started failing first
+	// has been failing, 0 when none is failed.
+	OldestFailed time.Duration
 }
 
 // backlogQuery reads the backlog through the partial index on claimed and
 // failed rows (webhookevent_pending): its predicate must follow from the
 // WHERE clause, so the clause names exactly those two statuses, as
-// literals.
+// literals. The oldest failure is one probe of the partial index of
+// failed rows by failing_since (webhookevent_failing_since).
 const backlogQuery = `
 	SELECT count(*) FILTER (WHERE status = ` + claimedSQL + `), count(*) FILTER (WHERE status = ` + failedSQL + `),
-		EXTRACT(EPOCH FROM now() - min(received_at))
+		EXTRACT(EPOCH FROM now() - min(received_at)),
+		EXTRACT(EPOCH FROM now() - (SELECT min(failing_since) FROM webhook_event WHERE status = ` + failedSQL + `))
 	FROM webhook_event WHERE status IN (` + claimedSQL + `, ` + failedSQL + `)`
 
 // Backlog counts the unsettled rows and the age of the oldest, through the
 // partial index that holds only them.
 func (s *Store) Backlog(ctx context.Context) (Backlog, error) {
 	var (
-		b   Backlog
-		age sql.NullFloat64
+		b           Backlog
+		age, failed sql.NullFloat64
 	)
-	if err := s.db.QueryRowContext(ctx, backlogQuery).Scan(&b.Claimed, &b.Failed, &age); err != nil {
+	if err := s.db.QueryRowContext(ctx, backlogQuery).Scan(&b.Claimed, &b.Failed, &age, &failed); err != nil {
 		return b, fmt.Errorf("ledger backlog: %w", err)
 	}
 	b.Oldest = time.Duration(max(age.Float64, 0) * float64(time.Second))
+	b.OldestFailed = time.Duration(max(failed.Float64, 0) * float64(time.Second))
 	return b, nil
 }
 
@@ -93,7 +99,7 @@ func (s *Store) Backlog(ctx context.Context) (Backlog, error) {
 type Collector struct {
 	store *Store
 
-	backlog, oldest, queue *prometheus.Desc
+	backlog, oldest, oldestFailed, queue *prometheus.Desc
 }
 
 // NewCollector returns a collector of s.
@@ -102,7 +108,9 @@ func NewCollector(s *Store) *Collector {
 		store:   s,
 		backlog: prometheus.NewDesc("hookledger_ledger_backlog", "Unsettled ledger rows by status.", []string{"status"}, nil),
 		oldest:  prometheus.NewDesc("hookledger_ledger_oldest_pending_seconds", "Age of the oldest claimed or failed ledger row.", nil, nil),
-		queue:   prometheus.NewDesc("hookledger_river_jobs", "River jobs not yet finalized, by kind and state.", []string{"kind", "state"}, nil),
+		oldestFailed: prometheus.NewDesc("hookledger_ledger_oldest_failed_seconds",
+			"How long the failed ledger row that started failing first has been failing (0 when none is failed).", nil, nil),
+		queue: prometheus.NewDesc("hookledger_river_jobs", "River jobs not yet finalized, by kind and state.", []string{"kind", "state"}, nil),
 	}
 }
 
@@ -110,6 +118,7 @@ func NewCollector(s *Store) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.backlog
 	ch <- c.oldest
+	ch <- c.oldestFailed
 	ch <- c.queue
 }
 
@@ -122,6 +131,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Claimed), string(webhookevent.StatusClaimed))
 		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Failed), string(webhookevent.StatusFailed))
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, b.Oldest.Seconds())
+		ch <- prometheus.MustNewConstMetric(c.oldestFailed, prometheus.GaugeValue, b.OldestFailed.Seconds())
 	}
 	rows, err := c.store.db.QueryContext(ctx, unfinishedJobsSQL)
 	if err != nil {

@@ -1,8 +1,10 @@
 package ledger_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -32,7 +34,28 @@ func TestBacklogUsesThePartialIndex(t *testing.T) {
 
 	p := plan(ledger.BacklogQuery)
 	require.Contains(t, p, `"Index Name": "webhookevent_pending"`, p)
+	require.Contains(t, p, `"Index Name": "webhookevent_failing_since"`, p, "the oldest failure is a probe of the failed rows' own index")
 	require.NotContains(t, p, `"Seq Scan"`, p)
+
+	// The oldest failure is the failed row that started failing first,
+	// whenever it was received; a claimed row failing its retries counts
+	// once it is failed.
+	_, err = db.SQL.Exec(`
+		UPDATE webhook_event SET failing_since = now() - interval '1 minute' WHERE status = 'failed';
+		UPDATE webhook_event SET failing_since = now() - interval '2 hours' WHERE event_id = 'evt_2000';
+		UPDATE webhook_event SET failing_since = now() - interval '5 hours' WHERE event_id = 'evt_1000'`)
+	require.NoError(t, err)
+	store := ledger.NewStore(db.SQL, nil, ledger.StoreOptions{})
+	before := time.Now()
+	b, err := store.Backlog(context.Background())
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, b.OldestFailed, 2*time.Hour)
+	require.Less(t, b.OldestFailed, 2*time.Hour+time.Since(before)+time.Second, "evt_1000 is claimed, not failed")
+	_, err = db.SQL.Exec(`UPDATE webhook_event SET status = 'settled' WHERE status = 'failed'`)
+	require.NoError(t, err)
+	b, err = store.Backlog(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, b.OldestFailed, "none failed")
 
 	withProcessing := strings.Replace(ledger.BacklogQuery, "IN (", "IN ('processing', ", 1)
 	require.NotEqual(t, ledger.BacklogQuery, withProcessing)
