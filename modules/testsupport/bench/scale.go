@@ -102,9 +102,10 @@ type pageTiming struct {
 }
 
 // operatorPages are the pages an operator reads, ev's own among them,
-// with the list filters and searches: a source, a type family, a type no
-// row has, a time window a month back, an id, an id's prefix, an id
-// without its namespace.
+// with the list filters and searches: a source, a type, a type family, a
+// type no row has, a time window a month back, an id, an id's prefix, an
+// id without its namespace; and the failure groups, which read every
+// failed event.
 func operatorPages(ev benchDelivery) []pageTiming {
 	key := url.Values{"namespace": {ev.Provider}, "id": {ev.ID}}.Encode()
 	return []pageTiming{
@@ -114,6 +115,7 @@ func operatorPages(ev benchDelivery) []pageTiming {
 		{Name: "console events, failed", Path: "/console/events?status=failed"},
 		{Name: "console events, discarded", Path: "/console/events?status=discarded"},
 		{Name: "console events, source", Path: "/console/events?source=github"},
+		{Name: "console events, type", Path: "/console/events?type=invoice.paid"},
 		{Name: "console events, type family", Path: "/console/events?type=invoice.*"},
 		{Name: "console events, type none has", Path: "/console/events?type=no.such.type"},
 		{Name: "console events, 30 days back", Path: "/console/events?until=720h"},
@@ -125,6 +127,8 @@ func operatorPages(ev benchDelivery) []pageTiming {
 		{Name: "admin events", Path: "/admin/events"},
 		{Name: "admin events, failed", Path: "/admin/events?status=failed"},
 		{Name: "admin events, type", Path: "/admin/events?type=charge.refunded&limit=500"},
+		{Name: "admin events, type, 50", Path: "/admin/events?type=invoice.paid&limit=50"},
+		{Name: "admin failure groups", Path: "/admin/failures"},
 		{Name: "admin event", Path: "/admin/events/" + url.PathEscape(ev.ID) + "?namespace=" + url.QueryEscape(ev.Provider)},
 		{Name: "admin event, no namespace", Path: "/admin/events/" + url.PathEscape(ev.ID)},
 		{Name: "metrics", Path: "/metrics"},
