@@ -138,3 +138,11 @@ func or(v, def string) string {
 	}
 	return v
 }
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

@@ -2,12 +2,8 @@ package app_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net/http"
-	"regexp"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,49 +15,10 @@ import (
 	"github.com/hookledger/hookledger/config"
 	"github.com/hookledger/hookledger/migrations"
 	"github.com/hookledger/hookledger/modules/core/ledger"
-	"github.com/hookledger/hookledger/modules/operations/simulate"
 	"github.com/hookledger/hookledger/modules/testsupport/bench"
 	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/redistest"
 )
-
-// redisClient is a plain client for looking at what hookledger wrote.
-func redisClient(t *testing.T, url string) *redis.Client {
-	t.Helper()
-	opts, err := redis.ParseURL(url)
-	require.NoError(t, err)
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
-
-// markers lists the namespace/id of every marker under prefix.
-func markers(t *testing.T, rdb *redis.Client, prefix string) []string {
-	t.Helper()
-	out, err := scanMarkers(rdb, prefix)
-	require.NoError(t, err)
-	return out
-}
-
-// scanMarkers lists the namespace/id of every marker under prefix (the
-// tests use short ids, whose keys are readable), whatever the ledger
-// identity its key carries after the prefix.
-func scanMarkers(rdb *redis.Client, prefix string) ([]string, error) {
-	var out []string
-	iter := rdb.Scan(context.Background(), 0, prefix+"*", 1000).Iterator()
-	for iter.Next(context.Background()) {
-		rest := strings.TrimPrefix(iter.Val(), prefix)
-		if identity, after, ok := strings.Cut(rest, ":"); ok && identityKey.MatchString(identity) {
-			rest = after
-		}
-		ns, id, _ := strings.Cut(rest, ":")
-		out = append(out, ns+"/"+id)
-	}
-	return out, iter.Err()
-}
-
-// identityKey is a ledger identity as marker keys carry it.
-var identityKey = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 // markerKeys lists the keys of every marker under prefix.
 func markerKeys(t *testing.T, rdb *redis.Client, prefix string) []string {
@@ -69,32 +26,6 @@ func markerKeys(t *testing.T, rdb *redis.Client, prefix string) []string {
 	keys, err := rdb.Keys(context.Background(), prefix+"*").Result()
 	require.NoError(t, err)
 	return keys
-}
-
-// missingFromLedger returns the markers whose event the ledger lacks.
-func missingFromLedger(t *testing.T, db *sql.DB, keys []string) []string {
-	t.Helper()
-	missing, err := ledgerLacks(db, keys)
-	require.NoError(t, err)
-	return missing
-}
-
-func ledgerLacks(db *sql.DB, keys []string) ([]string, error) {
-	var missing []string
-	rows, err := db.Query(`SELECT k FROM unnest($1::text[]) AS k
-		WHERE NOT EXISTS (SELECT 1 FROM webhook_event WHERE namespace || '/' || event_id = k)`, keys)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, err
-		}
-		missing = append(missing, k)
-	}
-	return missing, rows.Err()
 }
 
 // xacts returns the database's committed and rolled-back transactions
@@ -127,7 +58,7 @@ func scrape(base, sample string) float64 { return bench.ScrapeSample(http.Defaul
 func TestShortCircuitAnswersDuplicatesWithoutATransaction(t *testing.T) {
 	t.Parallel()
 	url, prefix := redistest.URL(t), redistest.Prefix(t)
-	rdb := redisClient(t, url)
+	rdb := redistest.Client(t, url)
 	db := dbtest.New(t)
 	// A generous timeout: on a busy machine a slow lookup would go to
 	// PostgreSQL, which is right, but would blur the count.
@@ -148,8 +79,8 @@ func TestShortCircuitAnswersDuplicatesWithoutATransaction(t *testing.T) {
 	nul := []byte(`{"id":"evt_sc_nul","object":"event","type":"invoice.paid","created":1,"note":"a\u0000b"}`)
 	code, _ := s.post(t, "/webhooks/stripe", nul, signed(nul, now))
 	require.Equal(t, http.StatusBadRequest, code, "a payload PostgreSQL refuses")
-	dbtest.Eventually(t, func() bool { return len(markers(t, rdb, prefix)) == n })
-	require.NotContains(t, markers(t, rdb, prefix), "stripe/evt_sc_nul", "no marker for an event the ledger refused")
+	dbtest.Eventually(t, func() bool { return len(redistest.Markers(t, rdb, prefix)) == n })
+	require.NotContains(t, redistest.Markers(t, rdb, prefix), "stripe/evt_sc_nul", "no marker for an event the ledger refused")
 	require.NoError(t, s.stop())
 
 	// The cost of starting, scraping and stopping a receiver alone.
@@ -184,7 +115,7 @@ func TestShortCircuitAnswersDuplicatesWithoutATransaction(t *testing.T) {
 	x3 := xacts(t, db)
 	require.GreaterOrEqual(t, x3-x2-idle, int64(n), "without markers each duplicate costs a transaction")
 	require.Equal(t, n, db.Count(t, `SELECT count(*) FROM webhook_event`))
-	require.Equal(t, n, len(markers(t, rdb, prefix)), "PostgreSQL's duplicate answers wrote the markers again")
+	require.Equal(t, n, len(redistest.Markers(t, rdb, prefix)), "PostgreSQL's duplicate answers wrote the markers again")
 }
 
 // TestShortCircuitOffInLogOnly: log-only applies every delivery again, so
@@ -192,7 +123,7 @@ func TestShortCircuitAnswersDuplicatesWithoutATransaction(t *testing.T) {
 func TestShortCircuitOffInLogOnly(t *testing.T) {
 	t.Parallel()
 	url, prefix := redistest.URL(t), redistest.Prefix(t)
-	rdb := redisClient(t, url)
+	rdb := redistest.Client(t, url)
 	s := start(t, map[string]string{"REDIS_URL": url, "REDIS_KEY_PREFIX": prefix, "CLAIM_MODE": "log-only"})
 	identity, err := ledger.Identity(context.Background(), s.db.SQL)
 	require.NoError(t, err)
@@ -207,140 +138,7 @@ func TestShortCircuitOffInLogOnly(t *testing.T) {
 	body := subEvent("evt_lo_2", "active", now.Unix())
 	code, _ := s.post(t, "/webhooks/stripe", body, signed(body, now))
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, []string{"stripe/evt_lo_1"}, markers(t, rdb, prefix), "log-only writes no marker")
-}
-
-// storm runs the simulator's Stripe and Standard Webhooks events against
-// p: with the same prefix every run delivers the same events again.
-func storm(t *testing.T, p *proc, events int, prefix string) []*simulate.Report {
-	t.Helper()
-	reports := load(t, p, events, 400, prefix)()
-	for _, r := range reports {
-		require.Empty(t, r.Unacked)
-		require.Zero(t, r.Retries, "no delivery was answered with an error: %v", r.Responses)
-		for status := range r.Responses {
-			require.Contains(t, []string{"200 claimed", "200 duplicate"}, status)
-		}
-	}
-	return reports
-}
-
-// redisFaultRun starts a throwaway Redis, a database and a serve process
-// using both, for a fault test.
-func redisFaultRun(t *testing.T, env ...string) (*redistest.Server, *redis.Client, *dbtest.DB, *proc) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("fault test")
-	}
-	t.Parallel()
-	srv := redistest.Start(t)
-	db := dbtest.New(t)
-	return srv, redisClient(t, srv.URL), db, startProc(t, db.URL, append([]string{"REDIS_URL=" + srv.URL}, env...)...)
-}
-
-// TestShortCircuitSurvivesRedisKilledAndFlushed: Redis killed in the middle
-// of a duplicate storm, then back empty, then flushed: no delivery is
-// answered with an error, every event is claimed exactly once and applied
-// once.
-func TestShortCircuitSurvivesRedisKilledAndFlushed(t *testing.T) {
-	// Any error answer must be Redis's doing: give claims time on a busy
-	// machine.
-	// A generous Redis timeout too: a slow lookup on a loaded machine must
-	// not reopen the breaker the test expects closed at the end.
-	srv, rdb, db, p := redisFaultRun(t, "CLAIM_TIMEOUT=10s", "REDIS_TIMEOUT=1s")
-	base := "http://" + p.addr
-	const events = 150
-	first := storm(t, p, events, "rk_")
-
-	// Kill Redis once the storm is being short-circuited, bring it back
-	// empty once lookups have failed.
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if assertEventually(func() bool { return scrape(base, `hookledger_redis_shortcircuit_total{source="stripe"}`) > 20 }, dbtest.Patience) {
-			srv.Kill()
-		}
-		if assertEventually(func() bool { return scrape(base, `hookledger_redis_errors_total{op="lookup"}`) > 0 }, dbtest.Patience) {
-			srv.Restart()
-		}
-	}()
-	for range 3 {
-		storm(t, p, events, "rk_")
-	}
-	wg.Wait()
-	require.Positive(t, scrape(base, `hookledger_redis_errors_total{op="lookup"}`), "the storm ran while Redis was down")
-	// Redis back, empty: once the breaker's pause is over a probe finds
-	// it, PostgreSQL answers the duplicates and their markers return.
-	for deadline := time.Now().Add(dbtest.Patience); len(markers(t, rdb, "hookledger:sc:")) == 0; {
-		require.True(t, time.Now().Before(deadline), "markers are written again once Redis is back")
-		storm(t, p, events, "rk_")
-	}
-	require.Zero(t, scrape(base, "hookledger_redis_breaker_open"))
-	require.NoError(t, rdb.FlushAll(context.Background()).Err())
-	storm(t, p, events, "rk_")
-
-	claimed := 0
-	for _, r := range first {
-		claimed += r.Responses["200 claimed"]
-	}
-	require.Equal(t, 2*events, claimed, "the first storm claimed each event once")
-	require.Equal(t, 2*events, db.Count(t, `SELECT count(*) FROM webhook_event`))
-	verify(t, db.SQL, "rk_", first)
-	require.Empty(t, missingFromLedger(t, db.SQL, markers(t, rdb, "hookledger:sc:")))
-}
-
-// TestMarkerNeverWithoutLedgerRow kills the receiver with SIGKILL twice
-// under load (between commits and their marker writes), and Redis once;
-// all along, every marker names an event the ledger holds, and at the end
-// nothing is lost or applied twice.
-func TestMarkerNeverWithoutLedgerRow(t *testing.T) {
-	srv, rdb, db, p := redisFaultRun(t)
-
-	done := make(chan struct{})
-	violations := make(chan []string, 1)
-	go func() {
-		var seen []string
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				violations <- seen
-				return
-			case <-tick.C:
-			}
-			// Markers first, then the ledger: a marker is written after its
-			// commit, so its row exists by the time the ledger is asked.
-			keys, err := scanMarkers(rdb, "hookledger:sc:")
-			if err != nil {
-				continue // Redis is being killed
-			}
-			missing, err := ledgerLacks(db.SQL, keys)
-			if err != nil {
-				missing = []string{err.Error()}
-			}
-			seen = append(seen, missing...)
-		}
-	}()
-
-	wait := load(t, p, 300, 150, "mk_")
-	rows := func(n int) func() bool {
-		return func() bool { return db.Count(t, `SELECT count(*) FROM webhook_event`) >= n }
-	}
-	dbtest.Eventually(t, rows(100))
-	p.kill9()
-	p.start()
-	dbtest.Eventually(t, rows(250))
-	srv.Kill()
-	p.kill9()
-	srv.Restart()
-	p.start()
-	reports := wait()
-	close(done)
-	require.Empty(t, <-violations, "a marker named an event the ledger did not hold")
-	verify(t, db.SQL, "mk_", reports)
-	require.Empty(t, missingFromLedger(t, db.SQL, markers(t, rdb, "hookledger:sc:")))
+	require.Equal(t, []string{"stripe/evt_lo_1"}, redistest.Markers(t, rdb, prefix), "log-only writes no marker")
 }
 
 // TestRedisNeverHidesWhatTheLedgerLacks: a marker whose event the ledger
@@ -351,7 +149,7 @@ func TestMarkerNeverWithoutLedgerRow(t *testing.T) {
 func TestRedisNeverHidesWhatTheLedgerLacks(t *testing.T) {
 	t.Parallel()
 	url, prefix := redistest.URL(t), redistest.Prefix(t)
-	rdb := redisClient(t, url)
+	rdb := redistest.Client(t, url)
 	env := map[string]string{"REDIS_URL": url, "REDIS_KEY_PREFIX": prefix, "REDIS_TIMEOUT": "1s", "REPLAY_TOKEN": "replay-secret"}
 	db := dbtest.New(t)
 	s := startOn(t, db, env, config.RoleAll)
@@ -364,7 +162,7 @@ func TestRedisNeverHidesWhatTheLedgerLacks(t *testing.T) {
 		require.Equal(t, want, out["status"])
 	}
 	deliver(s, signed(body, now), "claimed")
-	dbtest.Eventually(t, func() bool { return len(markers(t, rdb, prefix)) == 1 }, "the marker is written")
+	dbtest.Eventually(t, func() bool { return len(redistest.Markers(t, rdb, prefix)) == 1 }, "the marker is written")
 	lose := func() {
 		_, err := db.SQL.Exec(`DELETE FROM webhook_event WHERE event_id = 'evt_restore'`)
 		require.NoError(t, err)

@@ -1,4 +1,4 @@
-package app_test
+package binary_test
 
 import (
 	"context"
@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,115 +21,6 @@ import (
 	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
 	"github.com/hookledger/hookledger/modules/testsupport/devdb"
 )
-
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// hookledgerBinary builds the real binary once per test process.
-func hookledgerBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hookledger-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "hookledger")
-		out, err := exec.Command("go", "build", "-o", binPath, "./cmd/hookledger").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, binErr)
-	return binPath
-}
-
-// proc is a `hookledger serve` process that the test kills at will.
-type proc struct {
-	t    *testing.T
-	env  []string
-	addr string
-	cmd  *exec.Cmd
-	logs *os.File
-	// claimTimeout is the process's CLAIM_TIMEOUT: a delivery is answered
-	// within it, 503 at worst, however slow the machine.
-	claimTimeout time.Duration
-}
-
-func startProc(t *testing.T, databaseURL string, env ...string) *proc {
-	t.Helper()
-	logs, err := os.CreateTemp("", "hookledger-serve-*.log")
-	require.NoError(t, err)
-	p := &proc{t: t, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), logs: logs}
-	p.env = append(os.Environ(),
-		"DATABASE_URL="+databaseURL, "HTTP_ADDR="+p.addr, "LOG_LEVEL=warn", fmt.Sprintf("DB_MAX_CONNS=%d", dbtest.MaxConns),
-		"STRIPE_WEBHOOK_SECRET="+providerSecrets["stripe"], "STANDARD_WEBHOOK_SECRET="+providerSecrets["standard"],
-		"CLAIM_TIMEOUT=1s")
-	p.env = append(p.env, env...)
-	for _, kv := range p.env {
-		if v, ok := strings.CutPrefix(kv, "CLAIM_TIMEOUT="); ok {
-			d, err := time.ParseDuration(v)
-			require.NoError(t, err)
-			p.claimTimeout = d
-		}
-	}
-	p.start()
-	t.Cleanup(func() {
-		p.stop()
-		logs.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logs.Name())
-			t.Logf("serve logs:\n%s", tail(string(b), 4000))
-		}
-		os.Remove(logs.Name())
-	})
-	return p
-}
-
-func (p *proc) start() {
-	p.cmd = exec.Command(hookledgerBinary(p.t), "serve")
-	p.cmd.Env = p.env
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	dbtest.DiesWithTest(p.cmd)
-	require.NoError(p.t, p.cmd.Start())
-	dbtest.Eventually(p.t, func() bool {
-		resp, err := http.Get("http://" + p.addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	}, "serve did not come up")
-}
-
-// kill9 kills the process the way a crash or an OOM kill does.
-func (p *proc) kill9() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	_ = p.cmd.Wait()
-}
-
-func (p *proc) stop() {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		p.kill9()
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
 
 // load runs the simulator for Stripe subscriptions and Standard Webhooks
 // usage deltas at once.
@@ -295,7 +183,7 @@ func TestDatabaseRestart(t *testing.T) {
 	require.NoError(t, cluster.Stop(context.Background(), "immediate"))
 	down := []byte(`{"id":"evt_down","type":"x"}`)
 	h, _ := provider.Stripe.Sign(providerSecrets["stripe"], provider.Delivery{Body: down})
-	code, _ := (&server{base: "http://" + p.addr}).post(t, "/webhooks/stripe", down, h)
+	code := post(t, "http://"+p.addr+"/webhooks/stripe", down, h)
 	require.Equal(t, http.StatusServiceUnavailable, code, "database down: 503 so the provider retries")
 	require.NoError(t, cluster.Start(context.Background()))
 

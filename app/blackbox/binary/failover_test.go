@@ -1,4 +1,4 @@
-package app_test
+package binary_test
 
 import (
 	"context"
@@ -149,7 +149,7 @@ func failover(t *testing.T, synchronous, behind bool) (*sql.DB, string, []*simul
 
 	probe := []byte(`{"id":"evt_failover_gap","type":"x"}`)
 	h, _ := provider.Stripe.Sign(providerSecrets["stripe"], provider.Delivery{Body: probe})
-	code, _ := (&server{base: "http://" + p.addr}).post(t, "/webhooks/stripe", probe, h)
+	code := post(t, "http://"+p.addr+"/webhooks/stripe", probe, h)
 	require.Equal(t, http.StatusServiceUnavailable, code, "no primary: 503 so the provider retries")
 
 	require.NoError(t, standby.Promote(ctx))
