@@ -152,6 +152,7 @@ func TestAlertsOnAFailureGroup(t *testing.T) {
 // firing alert deleted, as River's job cleaner deletes finished jobs after
 // their retention, the checks send nothing again; the alert resolves once.
 func TestAlertStateOutlivesRiverJobs(t *testing.T) {
+	t.Parallel()
 	receiver := newAlertReceiver(t)
 	s := start(t, map[string]string{"ADMIN_TOKEN": adminToken, "ALERT_WEBHOOK_URL": receiver.url, "ALERT_CHECK_INTERVAL": "1s"})
 	// A source refusing the signatures of twelve deliveries this minute.
