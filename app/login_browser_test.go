@@ -16,7 +16,8 @@ import (
 // shows the failing events as one group, its page says how many a
 // requeue touches, the event page says what River UI's buttons do, and
 // requeueing the group once the cause is fixed settles every event; the
-// logout leads back to the login form.
+// logout leads back to the login form. UPDATE_SCREENSHOT=1 also writes
+// the Failed page's groups to docs/console-failed.png.
 func TestLoginRiverUIAndFailureGroupsInABrowser(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
@@ -51,6 +52,7 @@ func TestLoginRiverUIAndFailureGroupsInABrowser(t *testing.T) {
 	require.Len(t, groups, 1)
 	require.Equal(t, fmt.Sprint(n), text(t, ctx, "#groups tr.group td.count"))
 	require.Contains(t, text(t, ctx, "#groups tr.group td.err"), `violates check constraint "…"`)
+	screenshot(t, ctx, "console-failed.png")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#groups a.act")), chromedp.WaitVisible(chromedp.CSS("#group-count"))))
 	require.Equal(t, fmt.Sprint(n), text(t, ctx, "#group-count"))
 	require.Equal(t, fmt.Sprintf("Requeue %d events", n), text(t, ctx, "#requeue-group"))
