@@ -92,10 +92,21 @@ func requireOwnRetry(t *testing.T, h *ledgertest.Harness, id string) {
 // database outage: it backs off like any handler failure.
 func TestHandlerNetworkErrorBacksOff(t *testing.T) {
 	t.Parallel()
+	// A server that drops every connection it accepts: each call fails at
+	// once. (A closed port could be taken by another process meanwhile.)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
 	deadURL := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
 	h := ledgertest.New(t, 1, func(h *ledgertest.Harness) {
 		h.Registry.Handle("stripe", "invoice.paid", func(ctx context.Context, _ *ledger.Tx, ev *ledger.Event) error {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, deadURL, nil)
