@@ -251,7 +251,8 @@ var options = []Option{
 		Doc: "The source whose namespace reconciliation claims into.",
 		set: text(func(c *Config) *string { return &c.ReconcileSource })},
 	{Name: "DRIFT_INTERVAL", Group: groupAPIs, Default: "0", DefaultDoc: "`0` (off)",
-		Doc: "Scheduled drift check of the `stripe` source's namespace against Stripe's subscriptions and payment intents (needs `STRIPE_API_KEY`): " +
+		Doc: "Scheduled drift check of the `stripe` source's namespace against Stripe's subscriptions, payment intents, invoices and customers' active entitlements " +
+			"(one request per customer; needs `STRIPE_API_KEY`): " +
 			"the elected leader runs it, sets `hookledger_drift_objects{kind}` and logs a summary; it repairs nothing (`hookledger drift stripe --fix` does).",
 		set: duration(func(c *Config) *time.Duration { return &c.DriftInterval }, within(0, forever, "an interval of 0 (off) or more"))},
 
