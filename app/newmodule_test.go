@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"go/format"
 	"io"
@@ -121,10 +122,11 @@ func TestNewModuleGuideShowsTheScaffold(t *testing.T) {
 
 // TestNewModuleScaffoldsAWorkingModule runs hookledger new module in a
 // copy of the repository, then the generate task's two steps: ent's code
-// and the module's migration. Refused names write nothing. That the
-// module builds, passes its tests and those of the whole suite is
-// `go tool task test:scaffold`'s to prove, in a clean clone: built here,
-// in a copy whose every package compiles anew (its paths are not the
+// and the module's migration; the module, its test and its registration
+// compile against the checkout. Refused names write nothing. That the
+// module passes its tests and those of the whole suite is
+// `go tool task test:scaffold`'s to prove, in a clean clone: built in the
+// copy, whose every package compiles anew (its paths are not the
 // checkout's), it cost `task test` minutes of compiling on two cores.
 func TestNewModuleScaffoldsAWorkingModule(t *testing.T) {
 	if testing.Short() {
@@ -204,19 +206,18 @@ func TestNewModuleScaffoldsAWorkingModule(t *testing.T) {
 		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-15*time.Second))
 		defer cancel()
 	}
-	goRun := func(args ...string) string {
+	goIn := func(dir string, args ...string) {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, goBin, args...)
-		cmd.Dir, cmd.Env = repo, env
+		cmd.Dir, cmd.Env = dir, env
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 		cmd.WaitDelay = 10 * time.Second
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
-		return string(out)
 	}
-	goRun("generate", "./ent")
-	goRun("run", "./migrations/gen", "-name", "widget")
+	goIn(repo, "generate", "./ent")
+	goIn(repo, "run", "./migrations/gen", "-name", "widget")
 	ups, err := filepath.Glob(filepath.Join(repo, "migrations", "*_widget.up.sql"))
 	require.NoError(t, err)
 	require.Len(t, ups, 1, "one migration pair")
@@ -232,6 +233,30 @@ func TestNewModuleScaffoldsAWorkingModule(t *testing.T) {
 		require.NoError(t, err, "%s parses", f)
 		require.Equal(t, string(formatted), string(src), "%s is gofmt'ed", f)
 	}
+
+	// The module and its registration compile against this checkout's
+	// core: built here, not in the copy, with the copy's new and changed
+	// files laid over the checkout's (go build -overlay), so only the
+	// module and app compile anew.
+	checkout, err := filepath.Abs("..")
+	require.NoError(t, err)
+	overlay := map[string]string{}
+	for _, f := range []string{"app/app.go", "app/trigger.go"} {
+		overlay[filepath.Join(checkout, f)] = filepath.Join(repo, f)
+	}
+	require.NoError(t, filepath.WalkDir(filepath.Join(repo, "modules", "features", "widget"), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			overlay[filepath.Join(checkout, strings.TrimPrefix(path, repo))] = path
+		}
+		return err
+	}))
+	overlayFile := filepath.Join(t.TempDir(), "overlay.json")
+	raw, err := json.Marshal(map[string]any{"Replace": overlay})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(overlayFile, raw, 0o644))
+	built := t.TempDir()
+	goIn(checkout, "build", "-overlay", overlayFile, "./app", "./modules/features/widget")
+	goIn(checkout, "test", "-c", "-vet=off", "-o", filepath.Join(built, "widget.test"), "-overlay", overlayFile, "./modules/features/widget")
 }
 
 // TestNewModuleOutsideACheckout: run where no go.mod of hookledger's is
