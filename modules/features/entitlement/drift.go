@@ -146,43 +146,22 @@ func featureSet(list []json.RawMessage) (string, error) {
 // Rows reads the namespace's Stripe summaries a selection names, each with
 // its customer's entitlement rows as a set.
 func (d *StripeDrift) Rows(ctx context.Context, sel drift.Selection) ([]drift.Row, error) {
-	const cols = `SELECT s.customer_id, s.version, s.event_id,
-			COALESCE((SELECT string_agg(e.lookup_key || '=' || e.feature_id, ',' ORDER BY e.lookup_key COLLATE "C")
-				FROM entitlement e WHERE e.namespace = s.namespace AND e.provider = s.provider AND e.customer_id = s.customer_id), '')
-		FROM entitlement_summary s WHERE s.namespace = $1 AND s.provider = 'stripe'`
-	var (
-		rows *sql.Rows
-		err  error
-	)
-	switch {
-	case sel.IDs != nil && len(sel.IDs) == 0:
-		return nil, nil
-	case sel.IDs != nil:
-		rows, err = d.DB.QueryContext(ctx, cols+` AND s.customer_id = ANY($2)`, sel.Namespace, sel.IDs)
-	default:
-		rows, err = d.DB.QueryContext(ctx, cols+` AND s.updated_at >= $2 AND s.customer_id COLLATE "C" > $3
-			ORDER BY s.customer_id COLLATE "C" LIMIT $4`, sel.Namespace, sel.Since, sel.After, sel.Limit)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read entitlements of %s: %w", sel.Namespace, err)
-	}
-	defer rows.Close()
-	var out []drift.Row
-	for rows.Next() {
-		var (
-			r        drift.Row
-			features string
-		)
-		if err := rows.Scan(&r.ID, &r.Version, &r.EventID, &features); err != nil {
-			return nil, fmt.Errorf("read entitlements of %s: %w", sel.Namespace, err)
-		}
-		r.At, r.State = time.Unix(r.Version, 0), drift.State{"features": features}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read entitlements of %s: %w", sel.Namespace, err)
-	}
-	return out, nil
+	return drift.ReadRows(ctx, d.DB, sel, drift.RowQuery{
+		Select: `SELECT s.customer_id, s.version, s.event_id,
+				COALESCE((SELECT string_agg(e.lookup_key || '=' || e.feature_id, ',' ORDER BY e.lookup_key COLLATE "C")
+					FROM entitlement e WHERE e.namespace = s.namespace AND e.provider = s.provider AND e.customer_id = s.customer_id), '')
+			FROM entitlement_summary s WHERE s.namespace = $1 AND s.provider = 'stripe'`,
+		ID: "s.customer_id", Updated: "s.updated_at",
+		Scan: func(rows *sql.Rows) (drift.Row, error) {
+			var (
+				r        drift.Row
+				features string
+			)
+			err := rows.Scan(&r.ID, &r.Version, &r.EventID, &features)
+			r.At, r.State = time.Unix(r.Version, 0), drift.State{"features": features}
+			return r, err
+		},
+	}, "entitlements")
 }
 
 // Compare reports whether the sets differ; a customer one side lacks has

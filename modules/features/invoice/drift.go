@@ -95,42 +95,21 @@ func invoiceState(status string, due, paid int64, currency, customer string) dri
 
 // Rows reads the namespace's Stripe invoice rows a selection names.
 func (d *StripeDrift) Rows(ctx context.Context, sel drift.Selection) ([]drift.Row, error) {
-	const cols = `SELECT external_id, customer_id, status, amount_due, amount_paid, currency, version, event_id FROM invoice
-		WHERE namespace = $1 AND provider = 'stripe'`
-	var (
-		rows *sql.Rows
-		err  error
-	)
-	switch {
-	case sel.IDs != nil && len(sel.IDs) == 0:
-		return nil, nil
-	case sel.IDs != nil:
-		rows, err = d.DB.QueryContext(ctx, cols+` AND external_id = ANY($2)`, sel.Namespace, sel.IDs)
-	default:
-		rows, err = d.DB.QueryContext(ctx, cols+` AND updated_at >= $2 AND external_id COLLATE "C" > $3
-			ORDER BY external_id COLLATE "C" LIMIT $4`, sel.Namespace, sel.Since, sel.After, sel.Limit)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read invoices of %s: %w", sel.Namespace, err)
-	}
-	defer rows.Close()
-	var out []drift.Row
-	for rows.Next() {
-		var (
-			r                          drift.Row
-			customer, status, currency string
-			due, paid                  int64
-		)
-		if err := rows.Scan(&r.ID, &customer, &status, &due, &paid, &currency, &r.Version, &r.EventID); err != nil {
-			return nil, fmt.Errorf("read invoices of %s: %w", sel.Namespace, err)
-		}
-		r.At, r.State = time.Unix(r.Version, 0), invoiceState(status, due, paid, currency, customer)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read invoices of %s: %w", sel.Namespace, err)
-	}
-	return out, nil
+	return drift.ReadRows(ctx, d.DB, sel, drift.RowQuery{
+		Select: `SELECT external_id, customer_id, status, amount_due, amount_paid, currency, version, event_id FROM invoice
+			WHERE namespace = $1 AND provider = 'stripe'`,
+		ID: "external_id", Updated: "updated_at",
+		Scan: func(rows *sql.Rows) (drift.Row, error) {
+			var (
+				r                          drift.Row
+				customer, status, currency string
+				due, paid                  int64
+			)
+			err := rows.Scan(&r.ID, &customer, &status, &due, &paid, &currency, &r.Version, &r.EventID)
+			r.At, r.State = time.Unix(r.Version, 0), invoiceState(status, due, paid, currency, customer)
+			return r, err
+		},
+	}, "invoices")
 }
 
 // driftFields are the fields a row and an invoice are compared on.
