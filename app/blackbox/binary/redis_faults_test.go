@@ -64,10 +64,14 @@ func TestShortCircuitSurvivesRedisKilledAndFlushed(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if assertEventually(func() bool { return bench.ScrapeSample(http.DefaultClient, base, `hookledger_redis_shortcircuit_total{source="stripe"}`) > 20 }, dbtest.Patience) {
+		if assertEventually(func() bool {
+			return bench.ScrapeSample(http.DefaultClient, base, `hookledger_redis_shortcircuit_total{source="stripe"}`) > 20
+		}, dbtest.Patience) {
 			srv.Kill()
 		}
-		if assertEventually(func() bool { return bench.ScrapeSample(http.DefaultClient, base, `hookledger_redis_errors_total{op="lookup"}`) > 0 }, dbtest.Patience) {
+		if assertEventually(func() bool {
+			return bench.ScrapeSample(http.DefaultClient, base, `hookledger_redis_errors_total{op="lookup"}`) > 0
+		}, dbtest.Patience) {
 			srv.Restart()
 		}
 	}()

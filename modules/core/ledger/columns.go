@@ -7,11 +7,15 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // column is a struct field bound to a table column by its col tag.
 type column struct {
-	name  string
+	name string
+	// ident is name quoted as an SQL identifier: "user" is a column too.
+	ident string
 	index []int
 	// sqlType is the PostgreSQL type of the column's values: an array of
 	// it binds the field's values.
@@ -54,6 +58,7 @@ func columnsOf(t reflect.Type) ([]column, error) {
 		return nil, fmt.Errorf("%s is not a struct of col-tagged fields", t)
 	}
 	var cols []column
+	seen := map[string]bool{}
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		tag, ok := sf.Tag.Lookup("col")
@@ -73,8 +78,12 @@ func columnsOf(t reflect.Type) ([]column, error) {
 			return nil, fmt.Errorf("%s.%s: unknown col option %q (the one option is subject)", t, sf.Name, option)
 		case option == "subject" && sf.Type.Kind() != reflect.String:
 			return nil, fmt.Errorf("%s.%s: a subject column is a string", t, sf.Name)
+		case seen[name]:
+			return nil, fmt.Errorf("%s.%s: column %q is named twice", t, sf.Name, name)
 		}
-		cols = append(cols, column{name: name, index: sf.Index, sqlType: sqlType, base: base, subject: option == "subject"})
+		seen[name] = true
+		cols = append(cols, column{name: name, ident: pgx.Identifier{name}.Sanitize(), index: sf.Index, sqlType: sqlType, base: base,
+			subject: option == "subject"})
 	}
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("%s: no field carries a col tag", t)
@@ -83,7 +92,7 @@ func columnsOf(t reflect.Type) ([]column, error) {
 }
 
 // unnestSQL is the set of rows that arrays $first.. of cols' values make,
-// as alias k: "unnest($1::text[], $2::bigint[]) AS k(namespace, version)".
+// as alias k: `unnest($1::text[], $2::bigint[]) AS k("namespace", "version")`.
 func unnestSQL(cols []column, first int) string {
 	var arrays, names strings.Builder
 	for i, c := range cols {
@@ -92,7 +101,7 @@ func unnestSQL(cols []column, first int) string {
 			names.WriteString(", ")
 		}
 		arrays.WriteString("$" + strconv.Itoa(first+i) + "::" + c.sqlType + "[]")
-		names.WriteString(c.name)
+		names.WriteString(c.ident)
 	}
 	return "unnest(" + arrays.String() + ") AS k(" + names.String() + ")"
 }
@@ -115,8 +124,9 @@ var unnestColumns sync.Map // reflect.Type -> []column or error
 
 // Unnest binds rows to a set-based statement: T is a struct whose fields'
 // col tags name columns (`col:"amount_paid"`), and Unnest returns the
-// statement's row source, "unnest($first::text[], ...) AS k(namespace,
-// ...)", with one argument per column, the array of that column's values
+// statement's row source, `unnest($first::text[], ...) AS k("namespace",
+// ...)` (names quoted: a column may be a reserved word, k."user"), with
+// one argument per column, the array of that column's values
 // in rows' order. Each array's SQL type comes from its field's Go type
 // (string text, int64 and int bigint, int32 integer, bool boolean, and
 // the types defined on them; time.Time timestamptz, []byte bytea), so a

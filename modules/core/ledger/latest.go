@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Latest is a module's table of the latest state of objects: one row per
@@ -31,16 +33,21 @@ import (
 //
 // One column may hold an erasable subject (`col:"customer_id,subject"`):
 // in V, a subject erased in the namespace is written redacted (Erased)
-// and erase redacts it in stored rows; in K, a row of an erased subject is
-// not written and erase deletes its rows.
+// and erase redacts it in stored rows, and it comes last in the
+// precedence, so that it never decides between two states (the fold sees
+// it before it is redacted); in K, a row of an erased subject is not
+// written and erase deletes its rows. Names are quoted in the statements:
+// a column may be a reserved word.
 type Latest[K comparable, V any] struct {
-	spec            LatestOf[K, V]
-	write           *Write[K, V]
-	keys, values    []column
-	order           []orderColumn
-	subject         *column
-	subjectInKey    bool
-	upsert, orderBy string
+	spec         LatestOf[K, V]
+	write        *Write[K, V]
+	keys, values []column
+	order        []orderColumn
+	subject      *column
+	subjectInKey bool
+	// table is the table's name quoted; orderBy its key columns'.
+	table, orderBy string
+	upsert         string
 }
 
 // LatestOf is what a module declares of a Latest table.
@@ -53,8 +60,9 @@ type LatestOf[K comparable, V any] struct {
 	// every column keeps the stored row.
 	Precedence []Order
 	// Moved, when set, is called after the upsert with the entries whose
-	// row it wrote (the newer ones), in key order: for what follows a
-	// state, such as replacing another table's rows.
+	// row it wrote (the newer ones), in key order, their subject as the
+	// row holds it (redacted when erased): for what follows a state, such
+	// as replacing another table's rows.
 	Moved func(ctx context.Context, tx *Tx, moved []Entry[K, V]) error
 }
 
@@ -120,6 +128,15 @@ func (l *Latest[K, V]) build() error {
 	case len(l.spec.Precedence) == 0:
 		return errors.New("a precedence, starting with the version, is required")
 	}
+	l.table = pgx.Identifier{l.spec.Table}.Sanitize()
+	for _, v := range l.values {
+		switch {
+		case columnIndex(l.keys, v.name) >= 0:
+			return fmt.Errorf("column %q is in the key and in the value", v.name)
+		case v.name == "id" || v.name == "updated_at":
+			return fmt.Errorf("column %q is the table's own, not the module's", v.name)
+		}
+	}
 	used := map[string]bool{}
 	for _, o := range l.spec.Precedence {
 		i := columnIndex(l.values, o.column)
@@ -151,6 +168,10 @@ func (l *Latest[K, V]) build() error {
 			l.subject, l.subjectInKey = &cols[j], i == 0
 		}
 	}
+	if l.subject != nil && !l.subjectInKey && l.order[len(l.order)-1].name != l.subject.name {
+		return fmt.Errorf("the subject column %q comes last in the precedence: an erased subject is written redacted, "+
+			"so it must never decide between two states (put a column that tells events apart, event_id, before it)", l.subject.name)
+	}
 	l.upsert = l.upsertSQL()
 	return nil
 }
@@ -165,11 +186,11 @@ func columnIndex(cols []column, name string) int {
 	return -1
 }
 
-// names is cols' names, each after prefix, comma-separated.
+// names is cols' quoted names, each after prefix, comma-separated.
 func names(cols []column, prefix string) string {
 	out := make([]string, len(cols))
 	for i, c := range cols {
-		out[i] = prefix + c.name
+		out[i] = prefix + c.ident
 	}
 	return strings.Join(out, ", ")
 }
@@ -178,7 +199,7 @@ func names(cols []column, prefix string) string {
 func (l *Latest[K, V]) precedenceSQL(r string) string {
 	parts := make([]string, len(l.order))
 	for i, o := range l.order {
-		col := r + "." + o.name
+		col := r + "." + o.ident
 		switch {
 		case o.rank != nil:
 			var b strings.Builder
@@ -203,26 +224,29 @@ func (l *Latest[K, V]) upsertSQL() string {
 	all := append(append([]column(nil), l.keys...), l.values...)
 	selected := make([]string, len(all))
 	for i, c := range all {
-		selected[i] = "k." + c.name
+		selected[i] = "k." + c.ident
 		if c.subject && !l.subjectInKey {
-			selected[i] = RedactErasedSQL("k.namespace", "k."+c.name)
+			selected[i] = RedactErasedSQL("k.namespace", "k."+c.ident)
 		}
 	}
 	var where string
 	if l.subject != nil && l.subjectInKey {
-		where = "\nWHERE NOT " + ErasedSQL("k.namespace", "k."+l.subject.name)
+		where = "\nWHERE NOT " + ErasedSQL("k.namespace", "k."+l.subject.ident)
 	}
 	set := make([]string, len(l.values))
 	for i, c := range l.values {
-		set[i] = c.name + " = EXCLUDED." + c.name
+		set[i] = c.ident + " = EXCLUDED." + c.ident
 	}
 	l.orderBy = names(l.keys, "")
-	q := "INSERT INTO " + l.spec.Table + " AS r (" + names(all, "") + ")\n" +
+	q := "INSERT INTO " + l.table + " AS r (" + names(all, "") + ")\n" +
 		"SELECT " + strings.Join(selected, ", ") + "\nFROM " + unnestSQL(all, 1) + where + "\n" +
 		"ON CONFLICT (" + l.orderBy + ") DO UPDATE SET " + strings.Join(set, ", ") + ", updated_at = CURRENT_TIMESTAMP\n" +
 		"WHERE " + l.precedenceSQL("r") + " < " + l.precedenceSQL("EXCLUDED")
 	if l.spec.Moved != nil {
 		q += "\nRETURNING " + names(l.keys, "r.")
+		if l.subject != nil && !l.subjectInKey {
+			q += ", r." + l.subject.ident // as written: redacted when erased
+		}
 	}
 	return q
 }
@@ -285,9 +309,15 @@ func (l *Latest[K, V]) flush(ctx context.Context, tx *Tx, entries []Entry[K, V])
 	}
 	var out []Entry[K, V]
 	for _, e := range entries {
-		if moved[e.Key] {
-			out = append(out, e)
+		written, ok := moved[e.Key]
+		if !ok {
+			continue
 		}
+		if l.subject != nil && !l.subjectInKey {
+			// Moved sees the subject as the row holds it.
+			reflect.ValueOf(&e.Value).Elem().FieldByIndex(l.subject.index).SetString(written)
+		}
+		out = append(out, e)
 	}
 	if len(out) == 0 {
 		return nil
@@ -295,17 +325,22 @@ func (l *Latest[K, V]) flush(ctx context.Context, tx *Tx, entries []Entry[K, V])
 	return l.spec.Moved(ctx, tx, out)
 }
 
-// upsertMoved runs the upsert and returns the keys of the rows it wrote.
-func (l *Latest[K, V]) upsertMoved(ctx context.Context, tx *Tx, args []any) (map[K]bool, error) {
+// upsertMoved runs the upsert and returns the keys of the rows it wrote,
+// each with the subject its row holds when the value has one.
+func (l *Latest[K, V]) upsertMoved(ctx context.Context, tx *Tx, args []any) (map[K]string, error) {
 	rows, err := tx.QueryContext(ctx, l.upsert, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	moved := map[K]bool{}
-	dest := make([]any, len(l.keys))
+	moved := map[K]string{}
+	dest := make([]any, len(l.keys), len(l.keys)+1)
 	for i, c := range l.keys {
 		dest[i] = reflect.New(c.base).Interface()
+	}
+	var subject string
+	if l.subject != nil && !l.subjectInKey {
+		dest = append(dest, &subject)
 	}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
@@ -317,7 +352,7 @@ func (l *Latest[K, V]) upsertMoved(ctx context.Context, tx *Tx, args []any) (map
 			f := kv.FieldByIndex(c.index)
 			f.Set(reflect.ValueOf(dest[i]).Elem().Convert(f.Type()))
 		}
-		moved[k] = true
+		moved[k] = subject
 	}
 	return moved, rows.Err()
 }
@@ -328,13 +363,13 @@ func (l *Latest[K, V]) upsertMoved(ctx context.Context, tx *Tx, args []any) (map
 // them in.
 func (l *Latest[K, V]) erase(ctx context.Context, tx *Tx, subject, namespace string, _ bool) (int64, error) {
 	if !l.subjectInKey {
-		return RedactRows(ctx, tx, l.spec.Table, l.subject.name, l.orderBy, subject, namespace)
+		return RedactRows(ctx, tx, l.table, l.subject.ident, l.orderBy, subject, namespace)
 	}
 	res, err := tx.ExecContext(ctx, `
 		WITH hit AS (
-			SELECT id FROM `+l.spec.Table+` WHERE `+l.subject.name+` = $1 AND ($2 = '' OR namespace = $2)
+			SELECT id FROM `+l.table+` WHERE `+l.subject.ident+` = $1 AND ($2 = '' OR namespace = $2)
 			ORDER BY `+l.orderBy+` FOR UPDATE)
-		DELETE FROM `+l.spec.Table+` t USING hit WHERE t.id = hit.id`, subject, namespace)
+		DELETE FROM `+l.table+` t USING hit WHERE t.id = hit.id`, subject, namespace)
 	if err != nil {
 		return 0, fmt.Errorf("erase %s: %w", l.spec.Table, err)
 	}

@@ -57,7 +57,7 @@ func registerTickets(reg *ledger.Registry) *tickets {
 	m.rows = ledger.NewLatest(reg, ledger.LatestOf[ticketKey, ticketState]{
 		Table: "latest_ticket",
 		Precedence: []ledger.Order{ledger.By("version"), ledger.ByRank("status", ticketRank), ledger.By("points"),
-			ledger.By("status"), ledger.By("owner"), ledger.By("event_id")},
+			ledger.By("status"), ledger.By("event_id"), ledger.By("owner")},
 		Moved: func(_ context.Context, _ *ledger.Tx, moved []ledger.Entry[ticketKey, ticketState]) error {
 			for _, e := range moved {
 				if e.Value.note != "n" {
@@ -197,7 +197,25 @@ func TestLatestRefusesWhatItCannotKeepInOrder(t *testing.T) {
 		},
 		`precedence column "points" is ranked but not a string`: func(r *ledger.Registry) {
 			ledger.NewLatest(r, ledger.LatestOf[ticketKey, ticketState]{Table: "t", Precedence: []ledger.Order{
-				ledger.By("version"), ledger.ByRank("points", ticketRank), ledger.By("status"), ledger.By("owner"), ledger.By("event_id")}})
+				ledger.By("version"), ledger.ByRank("points", ticketRank), ledger.By("status"), ledger.By("event_id"), ledger.By("owner")}})
+		},
+		// An erased subject is written redacted: deciding, it would order
+		// the fold (which sees it whole) and the guard apart.
+		`the subject column "owner" comes last in the precedence`: func(r *ledger.Registry) {
+			ledger.NewLatest(r, ledger.LatestOf[ticketKey, ticketState]{Table: "t", Precedence: []ledger.Order{
+				ledger.By("version"), ledger.By("status"), ledger.By("points"), ledger.By("owner"), ledger.By("event_id")}})
+		},
+		`column "id_text" is in the key and in the value`: func(r *ledger.Registry) {
+			ledger.NewLatest(r, ledger.LatestOf[ticketKey, struct {
+				Version int64  `col:"version"`
+				ID      string `col:"id_text"`
+			}]{Table: "t", Precedence: []ledger.Order{ledger.By("version"), ledger.By("id_text")}})
+		},
+		`column "updated_at" is the table's own`: func(r *ledger.Registry) {
+			ledger.NewLatest(r, ledger.LatestOf[ticketKey, struct {
+				Version int64 `col:"version"`
+				Updated int64 `col:"updated_at"`
+			}]{Table: "t", Precedence: []ledger.Order{ledger.By("version"), ledger.By("updated_at")}})
 		},
 	} {
 		reg := ledger.NewRegistry()
@@ -223,7 +241,7 @@ func TestUnnestBindsByType(t *testing.T) {
 		Live      bool `col:"live"`
 	}
 	from, args := ledger.Unnest([]row{{"a", "open", 1, "x", true}, {"b", "paid", 2, "y", false}}, 3)
-	require.Equal(t, "unnest($3::text[], $4::text[], $5::bigint[], $6::boolean[]) AS k(namespace, status, quantity, live)", from)
+	require.Equal(t, `unnest($3::text[], $4::text[], $5::bigint[], $6::boolean[]) AS k("namespace", "status", "quantity", "live")`, from)
 	require.Equal(t, []any{[]string{"a", "b"}, []string{"open", "paid"}, []int64{1, 2}, []bool{true, false}}, args)
 
 	db := dbtest.New(t)
@@ -236,4 +254,55 @@ func TestUnnestBindsByType(t *testing.T) {
 			Price float64 `col:"price"`
 		}{{1}}, 1)
 	})
+	require.Panics(t, func() {
+		ledger.Unnest([]struct {
+			A string `col:"a"`
+			B string `col:"a"`
+		}{{"x", "y"}}, 1)
+	})
+}
+
+// TestLatestMovedSeesWhatWasWritten: Moved is handed an erased subject as
+// the row holds it, redacted, never the subject itself; and a column may
+// be a reserved word.
+func TestLatestMovedSeesWhatWasWritten(t *testing.T) {
+	t.Parallel()
+	type state struct {
+		Version int64  `col:"version"`
+		EventID string `col:"event_id"`
+		User    string `col:"user,subject"`
+	}
+	type event struct {
+		Created int64  `field:"created,required"`
+		ID      string `field:"id,required"`
+		User    string `field:"user"`
+	}
+	var moved []string
+	h := ledgertest.New(t, 0, func(h *ledgertest.Harness) {
+		rows := ledger.NewLatest(h.Registry, ledger.LatestOf[ticketKey, state]{
+			Table:      "latest_user",
+			Precedence: []ledger.Order{ledger.By("version"), ledger.By("event_id"), ledger.By("user")},
+			Moved: func(_ context.Context, _ *ledger.Tx, m []ledger.Entry[ticketKey, state]) error {
+				for _, e := range m {
+					moved = append(moved, e.Key.ID+"="+e.Value.User)
+				}
+				return nil
+			},
+		})
+		ledger.On(h.Registry, "stripe", "user.*", func(_ context.Context, tx *ledger.Tx, ev *ledger.Event, e event) error {
+			rows.Put(tx, ticketKey{ev.Namespace, e.ID}, state{e.Created, ev.EventID, e.User})
+			return nil
+		})
+	})
+	_, err := h.DB.SQL.Exec(`CREATE TABLE latest_user (id bigserial PRIMARY KEY, namespace text NOT NULL, id_text text NOT NULL,
+		"user" text NOT NULL, version bigint NOT NULL, event_id text NOT NULL,
+		updated_at timestamptz NOT NULL DEFAULT now(), UNIQUE (namespace, id_text))`)
+	require.NoError(t, err)
+	require.NoError(t, h.Deliver(t, "stripe", "evt_1", "user.updated", []byte(`{"created":1,"id":"u_1","user":"cus_a"}`)))
+	h.Erase(t, "cus_a", "ledger_test", 1, func() int {
+		return h.DB.Count(t, `SELECT count(*) FROM latest_user WHERE "user" = 'cus_a'`)
+	})
+	require.NoError(t, h.Deliver(t, "stripe", "evt_2", "user.updated", []byte(`{"created":2,"id":"u_1","user":"cus_a"}`)))
+	require.Equal(t, []string{"u_1=cus_a", "u_1=" + ledger.Erased}, moved)
+	require.Equal(t, 1, h.DB.Count(t, `SELECT count(*) FROM latest_user WHERE "user" = $1 AND version = 2`, ledger.Erased))
 }

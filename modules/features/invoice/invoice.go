@@ -28,10 +28,11 @@ func Register(reg *ledger.Registry) {
 		// The later event, then, within a second, the further status (a
 		// draft is finalized, an open invoice paid, voided or marked
 		// uncollectible, an uncollectible one still paid or voided), the
-		// greater amounts, and the rest as text.
+		// greater amounts, and the rest as text; the customer, a subject
+		// erase can redact, last.
 		Precedence: []ledger.Order{
 			ledger.By("version"), ledger.ByRank("status", statusRank), ledger.By("amount_paid"), ledger.By("amount_due"),
-			ledger.By("status"), ledger.By("customer_id"), ledger.By("currency"), ledger.By("event_id"),
+			ledger.By("status"), ledger.By("currency"), ledger.By("event_id"), ledger.By("customer_id"),
 		},
 	})}
 	for _, t := range Types {
