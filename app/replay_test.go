@@ -6,15 +6,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookledger/hookledger/modules/testsupport/dbtest"
+	"github.com/hookledger/hookledger/modules/testsupport/stripemock"
 )
 
 // fakeStripeAPI serves n subscription events on GET /v1/events.
@@ -92,27 +90,11 @@ func TestReplayCommandDirectMode(t *testing.T) {
 // server, which rejects any parameter the real API would reject. `go tool
 // task test` installs it and sets STRIPE_MOCK.
 func TestReplayAgainstStripeMock(t *testing.T) {
-	bin := os.Getenv("STRIPE_MOCK")
-	if bin == "" {
-		t.Skip("STRIPE_MOCK is not set; go tool task test installs stripe-mock")
-	}
-	port := freePort(t)
-	cmd := exec.Command(bin, "-http-port", fmt.Sprint(port), "-https-port", fmt.Sprint(freePort(t)))
-	dbtest.DiesWithTest(cmd)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	dbtest.Eventually(t, func() bool {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	base := stripemock.Start(t)
 
 	s := start(t, nil)
 	t.Setenv("STRIPE_API_BASE", base)
-	t.Setenv("STRIPE_API_KEY", "sk_test_123")
+	t.Setenv("STRIPE_API_KEY", stripemock.Key)
 	t.Setenv("DATABASE_URL", s.db.URL)
 	code, stdout, stderr := run("replay", "stripe", "--since", "2h", "--until", "1h",
 		"--types", "customer.subscription.updated,invoice.paid", "--failed-only")
