@@ -128,7 +128,7 @@ func (l *Latest[K, V]) build() error {
 	case len(l.spec.Precedence) == 0:
 		return errors.New("a precedence, starting with the version, is required")
 	}
-	l.table = pgx.Identifier{l.spec.Table}.Sanitize()
+	l.table, l.orderBy = pgx.Identifier{l.spec.Table}.Sanitize(), names(l.keys, "")
 	for _, v := range l.values {
 		switch {
 		case columnIndex(l.keys, v.name) >= 0:
@@ -237,7 +237,6 @@ func (l *Latest[K, V]) upsertSQL() string {
 	for i, c := range l.values {
 		set[i] = c.ident + " = EXCLUDED." + c.ident
 	}
-	l.orderBy = names(l.keys, "")
 	q := "INSERT INTO " + l.table + " AS r (" + names(all, "") + ")\n" +
 		"SELECT " + strings.Join(selected, ", ") + "\nFROM " + unnestSQL(all, 1) + where + "\n" +
 		"ON CONFLICT (" + l.orderBy + ") DO UPDATE SET " + strings.Join(set, ", ") + ", updated_at = CURRENT_TIMESTAMP\n" +

@@ -415,7 +415,7 @@ func (r *fieldReader) member(n *node, depth int) error {
 	}
 	for _, l := range n.leaves {
 		if err := r.set(l, s.b[start:s.i]); err != nil {
-			if l.kind == leafSlice && errors.Is(err, errElement) {
+			if _, ok := err.(*elementError); ok {
 				return fmt.Errorf("%s.%w", n.path, err) // "items.2.id: ..."
 			}
 			return fmt.Errorf("%s: %w", n.path, err)
@@ -571,18 +571,15 @@ func expandableID(value []byte) (string, error) {
 	return id, nil
 }
 
-// errElement marks an error in an element of an array that a slice field
-// reads, whose message starts with the element's index.
-var errElement = errors.New("in an element")
-
-// elementError is an error of element i of an array, named by its index.
+// elementError is an error of element i of an array a slice field reads,
+// named by its index.
 type elementError struct {
 	i   int
 	err error
 }
 
-func (e *elementError) Error() string   { return strconv.Itoa(e.i) + "." + e.err.Error() }
-func (e *elementError) Unwrap() []error { return []error{errElement, e.err} }
+func (e *elementError) Error() string { return strconv.Itoa(e.i) + "." + e.err.Error() }
+func (e *elementError) Unwrap() error { return e.err }
 
 // setSlice reads value, an array already checked as JSON, into a slice
 // field: each element into a struct as Read reads a payload.
